@@ -1,0 +1,31 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="tree_fairseq",
+    version="0.1.0",
+    description="Tree-aware translation and summarisation for fairseq: tree attention, "
+    "constituent attention, tree positional encodings, Treeformer, tree composition",
+    packages=find_packages(include=["tree_fairseq", "tree_fairseq.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        # fairseq 0.12.2 does not import on Python >= 3.11 (dataclass defaults);
+        # ve-fairseq is a maintained wheel build of the same 0.12 API.
+        "fairseq==0.12.2; python_version < '3.11'",
+        "ve-fairseq==0.12.3; python_version >= '3.11'",
+        "torch>=2.1",
+        "numpy",
+        "sacrebleu>=2.0",
+        "sacremoses",
+        "sentencepiece",
+        "stanza>=1.5",
+        "subword-nmt",
+        "tqdm",
+    ],
+    extras_require={"test": ["pytest"]},
+    entry_points={
+        "console_scripts": [
+            "tree-fairseq-parse=tree_fairseq.cli.parse:main",
+            "tree-fairseq-preprocess=tree_fairseq.cli.preprocess:main",
+        ],
+    },
+)
