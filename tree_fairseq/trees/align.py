@@ -1,0 +1,83 @@
+"""Alignment of a tree's leaves to the corpus tokens exactly as the user gave
+them. The corpus tokens win: the aligned tree has the corpus tokens as leaves.
+
+Tokens are compared in a canonical form that undoes Moses escapes
+(``&apos;``), PTB bracket and quote conventions (``-LRB-``, ````) and case.
+When the parser split or merged tokens, the two sides are matched character
+by character and node spans are moved to the corpus token boundaries.
+"""
+
+import html
+
+from tree_fairseq.trees.bracketed import TreeError
+from tree_fairseq.trees.tree import Node, Tree
+
+_PTB_ESCAPES = {
+    "-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
+    "``": '"', "''": '"', "`": "'",
+}
+_CHARACTER_FORMS = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'",
+                                  "\u2019": "'", "\u00ab": '"', "\u00bb": '"'})
+
+
+def canonical(token: str) -> str:
+    """The form in which a parser leaf and a corpus token are compared."""
+    token = _PTB_ESCAPES.get(token, token)
+    # Moses escapes are HTML entities (&apos; &quot; &amp; &lt; &gt; &#91; &#93; &#124;).
+    token = html.unescape(token)
+    return "".join(token.translate(_CHARACTER_FORMS).lower().split())
+
+
+def align(tree: Tree, tokens: list[str]) -> Tree:
+    """The tree over ``tokens`` instead of its own leaves.
+
+    Raises :class:`TreeError` when the leaves and the tokens do not spell the
+    same text.
+    """
+    leaves = [canonical(leaf) for leaf in tree.leaves]
+    words = [canonical(token) for token in tokens]
+    if leaves == words:
+        return Tree(tuple(tokens), tree.nodes)
+    if "".join(leaves) != "".join(words):
+        raise TreeError(
+            f"tree leaves do not match the tokens: {_first_difference(tree.leaves, tokens)}"
+        )
+    first_token, last_token = _token_of_leaf(leaves, words)
+    label_of_span: dict[tuple[int, int], str] = {}
+    for node in reversed(tree.nodes):  # top-down: the upper label of a merged span wins
+        span = (first_token[node.start], last_token[node.end])
+        # Two leaves of one token in different constituents make their spans
+        # overlap; the upper constituent is kept.
+        if span[1] > span[0] and not any(_cross(span, kept) for kept in label_of_span):
+            label_of_span.setdefault(span, node.label)
+    if len(tokens) >= 2:
+        label_of_span.setdefault((0, len(tokens) - 1), tree.nodes[-1].label if tree.nodes else "ROOT")
+    return Tree(tuple(tokens), tuple(Node(label, s, e) for (s, e), label in label_of_span.items()))
+
+
+def _cross(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[0] <= a[1] < b[1] or b[0] < a[0] <= b[1] < a[1]
+
+
+def _token_of_leaf(leaves: list[str], words: list[str]) -> tuple[list[int], list[int]]:
+    """For each leaf, the first and the last token that share a character with it."""
+    owner = [i for i, word in enumerate(words) for _ in word]
+    first, last = [], []
+    position = 0
+    for leaf in leaves:
+        if leaf:
+            first.append(owner[position])
+            last.append(owner[position + len(leaf) - 1])
+        else:  # a leaf with no characters attaches to the next token
+            token = owner[min(position, len(owner) - 1)]
+            first.append(token)
+            last.append(token)
+        position += len(leaf)
+    return first, last
+
+
+def _first_difference(leaves, tokens) -> str:
+    for i, (leaf, token) in enumerate(zip(leaves, tokens)):
+        if canonical(leaf) != canonical(token):
+            return f"leaf {i + 1} is {leaf!r} but token {i + 1} is {token!r}"
+    return f"{len(leaves)} leaves but {len(tokens)} tokens"

@@ -1,0 +1,53 @@
+"""Subword (BPE) subtrees: a word split into k >= 2 pieces becomes a node over
+its pieces, and every node's span moves from words to pieces.
+
+Two piece formats: subword-nmt (a piece ending in ``@@`` continues into the
+next) and sentencepiece (a piece starting with ``▁`` starts a word).
+"""
+
+from tree_fairseq.trees.bracketed import TreeError
+from tree_fairseq.trees.tree import Node, Tree
+
+SUBWORD_LABEL = "@BPE"
+SUBWORD_FORMATS = ("subword_nmt", "sentencepiece")
+_SUBWORD_NMT_JOINER = "@@"
+_SENTENCEPIECE_SPACE = "\u2581"
+
+
+def group_pieces(pieces: list[str], subword_format: str) -> list[tuple[str, int, int]]:
+    """The words spelled by the pieces: ``(word, first piece, last piece)`` each."""
+    words: list[tuple[str, int, int]] = []
+    if subword_format == "subword_nmt":
+        start = 0
+        for i, piece in enumerate(pieces):
+            if not piece.endswith(_SUBWORD_NMT_JOINER) or i == len(pieces) - 1:
+                word = "".join(p.removesuffix(_SUBWORD_NMT_JOINER) for p in pieces[start:i + 1])
+                words.append((word, start, i))
+                start = i + 1
+    elif subword_format == "sentencepiece":
+        for i, piece in enumerate(pieces):
+            if piece.startswith(_SENTENCEPIECE_SPACE) or not words:
+                words.append(("", i, i))
+            word, start, _ = words[-1]
+            words[-1] = (word + piece.replace(_SENTENCEPIECE_SPACE, ""), start, i)
+    else:
+        raise ValueError(f"unknown subword format {subword_format!r}; one of {SUBWORD_FORMATS}")
+    return words
+
+
+def expand_subwords(tree: Tree, pieces: list[str], subword_format: str) -> Tree:
+    """The tree over ``pieces``; ``tree``'s leaves must be exactly the words the
+    pieces spell (align the tree first). Raises :class:`TreeError` otherwise."""
+    words = group_pieces(pieces, subword_format)
+    if [w for w, _, _ in words] != list(tree.leaves):
+        raise TreeError(f"subword pieces do not spell the tree's leaves: {_difference(tree.leaves, words)}")
+    nodes = [Node(node.label, words[node.start][1], words[node.end][2]) for node in tree.nodes]
+    nodes += [Node(SUBWORD_LABEL, s, e) for _, s, e in words if e > s]
+    return Tree(tuple(pieces), tuple(nodes))
+
+
+def _difference(leaves, words) -> str:
+    for i, (leaf, (word, _, _)) in enumerate(zip(leaves, words)):
+        if leaf != word:
+            return f"word {i + 1} is {word!r} in the pieces but {leaf!r} in the tree"
+    return f"the pieces spell {len(words)} words but the tree has {len(leaves)} leaves"

@@ -1,0 +1,146 @@
+"""The normal form of a source tree (DESIGN.md section 2) and the
+normalisation from parser output to it.
+
+A :class:`Tree` is a list of leaves plus nodes; each node has a label and an
+inclusive leaf span. In the normal form every node covers >= 2 leaves, spans
+are unique (so containment between nodes is span containment), one root
+covers all leaves (absent only for a one-leaf sentence), and nodes are stored
+bottom-up: sorted by (end, -start), which puts every descendant before its
+ancestors.
+"""
+
+from dataclasses import dataclass
+
+from tree_fairseq.trees.bracketed import RawTree, TreeError, escape_word, read_bracketed
+
+# Labels that only wrap a tree: dropped whenever a real label covers the same span.
+WRAPPER_LABELS = frozenset({"", "ROOT", "TOP", "VROOT"})
+ROOT_LABEL = "ROOT"
+TRACE_LABEL = "-NONE-"
+
+
+@dataclass(frozen=True)
+class Node:
+    label: str
+    start: int
+    end: int  # inclusive
+
+    @property
+    def width(self) -> int:
+        return self.end - self.start + 1
+
+
+@dataclass(frozen=True)
+class Tree:
+    leaves: tuple[str, ...]
+    nodes: tuple[Node, ...]
+
+    def __post_init__(self):
+        nodes = tuple(sorted(self.nodes, key=lambda node: (node.end, -node.start)))
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "leaves", tuple(self.leaves))
+
+    def check(self) -> None:
+        """Raise :class:`TreeError` unless the tree is in normal form."""
+        n = len(self.leaves)
+        if n == 0:
+            raise TreeError("tree has no leaves")
+        spans = [(node.start, node.end) for node in self.nodes]
+        if len(set(spans)) != len(spans):
+            raise TreeError("two nodes share a span")
+        for node in self.nodes:
+            if not 0 <= node.start < node.end < n:
+                raise TreeError(f"node {node} does not cover >= 2 of the {n} leaves")
+        if n >= 2 and (not self.nodes or spans[-1] != (0, n - 1)):
+            raise TreeError("no single root over all leaves")
+        for i, (s1, e1) in enumerate(spans):
+            for s2, e2 in spans[i + 1:]:
+                if s1 < s2 <= e1 < e2 or s2 < s1 <= e2 < e1:
+                    raise TreeError(f"crossing spans {(s1, e1)} and {(s2, e2)}")
+
+    def to_bracketed(self) -> str:
+        """One line of PTB brackets; brackets inside words are escaped as -LRB-/-RRB-."""
+        if not self.nodes:
+            return "(" + ROOT_LABEL + " " + " ".join(map(escape_word, self.leaves)) + ")"
+        # Top-down, left to right: spans sorted by (start, -end).
+        order = sorted(self.nodes, key=lambda node: (node.start, -node.end))
+        parts: list[str] = []
+        open_ends: list[int] = []
+        position = 0
+        for node in order:
+            while open_ends and open_ends[-1] < node.start:
+                position = _close(parts, open_ends, position, self.leaves)
+            parts.extend(escape_word(w) for w in self.leaves[position:node.start])
+            position = node.start
+            parts.append("(" + node.label)
+            open_ends.append(node.end)
+        while open_ends:
+            position = _close(parts, open_ends, position, self.leaves)
+        return " ".join(parts).replace("( ", "(").replace(" )", ")")
+
+
+def _close(parts, open_ends, position, leaves):
+    end = open_ends.pop()
+    parts.extend(escape_word(w) for w in leaves[position:end + 1])
+    parts.append(")")
+    return end + 1
+
+
+def normalize(trees: list[RawTree]) -> Tree:
+    """Normal form of the tree(s) read from one line.
+
+    Drops ``-NONE-`` subtrees and the nodes they empty, strips function tags
+    (``NP-SBJ-1`` -> ``NP``), drops preterminals, removes nodes over one leaf,
+    collapses unary chains keeping the uppermost non-wrapper label of each
+    span, and adds a ``ROOT`` over several trees on one line.
+    """
+    trees = [t for t in (_without_traces(t) for t in trees) if t is not None]
+    if not trees:
+        raise TreeError("tree has no words once -NONE- traces are removed")
+    root = trees[0] if len(trees) == 1 else RawTree(ROOT_LABEL, trees)
+    leaves: list[str] = []
+    label_of_span: dict[tuple[int, int], str] = {}
+
+    def visit(tree: RawTree) -> None:
+        if tree.is_word:
+            leaves.append(tree.label)
+            return
+        start = len(leaves)
+        for child in tree.children:
+            visit(child)
+        span = (start, len(leaves) - 1)
+        if span[1] > span[0]:
+            label = strip_function_tags(tree.label)
+            # Visited bottom-up, so a later label on the same span is the upper one.
+            if span not in label_of_span or label not in WRAPPER_LABELS:
+                label_of_span[span] = label
+            elif label_of_span[span] == "":
+                label_of_span[span] = label
+
+    visit(root)
+    nodes = tuple(Node(label or ROOT_LABEL, s, e) for (s, e), label in label_of_span.items())
+    return Tree(tuple(leaves), nodes)
+
+
+def parse_tree(line: str) -> Tree:
+    """Read one line of brackets and normalise it."""
+    return normalize(read_bracketed(line))
+
+
+def strip_function_tags(label: str) -> str:
+    """``NP-SBJ-1`` -> ``NP``, ``PP-LOC=2`` -> ``PP``; labels that start with a
+    dash (``-LRB-``, ``-NONE-``) are names, not tags, and stay."""
+    if label.startswith("-"):
+        return label
+    for separator in "-=":
+        label = label.split(separator, 1)[0]
+    return label
+
+
+def _without_traces(tree: RawTree) -> RawTree | None:
+    if tree.is_word:
+        return tree
+    if tree.label == TRACE_LABEL:
+        return None
+    children = [c for c in (_without_traces(child) for child in tree.children) if c is not None]
+    return RawTree(tree.label, children) if children else None
