@@ -1,0 +1,163 @@
+import os
+import time
+
+import pytest
+
+stanza = pytest.importorskip("stanza")
+
+from stanza.models.common.doc import Document  # noqa: E402
+from stanza.models.constituency.tree_reader import read_trees  # noqa: E402
+from stanza.resources.common import DEFAULT_MODEL_DIR  # noqa: E402
+
+from tree_fairseq.parsing import stanza_parser  # noqa: E402
+from tree_fairseq.parsing.stanza_parser import (  # noqa: E402
+    StanzaParser, document_trees, raw_tree, tree_over_tokens,
+)
+from tree_fairseq.trees import Node, Tree, TreeError, normalize  # noqa: E402
+
+
+@pytest.mark.parametrize("bracketed, leaves, spans", [
+    (  # ROOT wrapper and -LRB-/-RRB-, which stanza's reader turns back into brackets
+        "(ROOT (S (NP (PRP He)) (VP (VBD said) (NP (-LRB- -LRB-) (NN hi) (-RRB- -RRB-))) (. .)))",
+        ("He", "said", "(", "hi", ")", "."),
+        [("NP", 2, 4), ("VP", 1, 4), ("S", 0, 5)],
+    ),
+    (  # a one-word VP and preterminals vanish
+        "(ROOT (S (NP (NP (DT The) (NN cat)) (PP (IN on) (NP (DT the) (NN mat)))) (VP (VBD sat)) (. .)))",
+        ("The", "cat", "on", "the", "mat", "sat", "."),
+        [("NP", 0, 1), ("NP", 3, 4), ("PP", 2, 4), ("NP", 0, 4), ("S", 0, 6)],
+    ),
+    (  # German (SPMRL labels, STTS punctuation tags)
+        "(ROOT (S (PPER Er) (VVFIN geht) (PP (APPRART zum) (NN Bahnhof)) ($, ,) "
+        "(S (KOUS weil) (PPER es) (VVFIN regnet)) ($. .)))",
+        ("Er", "geht", "zum", "Bahnhof", ",", "weil", "es", "regnet", "."),
+        [("PP", 2, 3), ("S", 5, 7), ("S", 0, 8)],
+    ),
+    (  # a one-word sentence has no nodes
+        "(ROOT (NP (UH Hello)))",
+        ("Hello",),
+        [],
+    ),
+])
+def test_stanza_tree_to_normal_form(bracketed, leaves, spans):
+    [stanza_tree] = read_trees(bracketed, use_tqdm=False)
+    tree = normalize([raw_tree(stanza_tree)])
+    tree.check()
+    assert tree.leaves == leaves
+    assert [(node.label, node.start, node.end) for node in tree.nodes] == spans
+
+
+def _tree(leaves, spans):
+    return Tree(tuple(leaves), tuple(Node(label, s, e) for label, s, e in spans))
+
+
+def _spans(tree):
+    return [(node.label, node.start, node.end) for node in tree.nodes]
+
+
+def test_tree_over_tokens_one_word_each_keeps_the_tree():
+    tree = _tree("Er geht nach Hause .".split(), [("PP", 2, 3), ("VP", 1, 3), ("S", 0, 4)])
+    assert tree_over_tokens(tree, list(tree.leaves), [[leaf] for leaf in tree.leaves]) == tree
+
+
+def test_tree_over_tokens_collapses_an_expanded_token():
+    # zum -> zu dem; the NP over "dem Bahnhof" keeps only Bahnhof and vanishes.
+    tree = _tree("Er geht zu dem Bahnhof .".split(),
+                 [("NP", 3, 4), ("PP", 2, 4), ("VP", 1, 4), ("S", 0, 5)])
+    over_tokens = tree_over_tokens(tree, "Er geht zum Bahnhof .".split(),
+                                   [["Er"], ["geht"], ["zu", "dem"], ["Bahnhof"], ["."]])
+    over_tokens.check()
+    assert over_tokens.leaves == ("Er", "geht", "zum", "Bahnhof", ".")
+    assert _spans(over_tokens) == [("PP", 2, 3), ("VP", 1, 3), ("S", 0, 4)]
+
+
+def test_tree_over_tokens_merges_equal_spans_under_the_upper_label():
+    # Tokens ab, c, d, ef; XP covers b c d e and YP c d: both become tokens 1-2.
+    tree = _tree("a b c d e f".split(), [("YP", 2, 3), ("XP", 1, 4), ("S", 0, 5)])
+    over_tokens = tree_over_tokens(tree, ["ab", "c", "d", "ef"],
+                                   [["a", "b"], ["c"], ["d"], ["e", "f"]])
+    over_tokens.check()
+    assert _spans(over_tokens) == [("XP", 1, 2), ("S", 0, 3)]
+
+
+def test_tree_over_tokens_never_crosses():
+    # The words of one token in two sibling constituents: neither keeps two tokens.
+    tree = _tree("a zu dem b".split(), [("A", 0, 1), ("B", 2, 3), ("S", 0, 3)])
+    over_tokens = tree_over_tokens(tree, ["a", "zum", "b"], [["a"], ["zu", "dem"], ["b"]])
+    over_tokens.check()
+    assert _spans(over_tokens) == [("S", 0, 2)]
+
+
+def test_tree_over_tokens_rejects_leaves_that_are_not_the_words():
+    tree = _tree("a b c".split(), [("S", 0, 2)])
+    with pytest.raises(TreeError, match="leaves 'a b c' are not its words 'a b x c'"):
+        tree_over_tokens(tree, ["a", "bx", "c"], [["a"], ["b", "x"], ["c"]])
+
+
+def _parsed_document() -> Document:
+    """What the pipeline returns for two lines: stanza saw the unescaped words,
+    and expanded German zum into zu dem."""
+    document = Document([
+        [{"id": (i + 1,), "text": word} for i, word in enumerate("He did n't say ( much ) .".split())],
+        [{"id": (1,), "text": "Er"}, {"id": (2,), "text": "geht"}, {"id": (3, 4), "text": "zum"},
+         {"id": (3,), "text": "zu"}, {"id": (4,), "text": "dem"}, {"id": (5,), "text": "Bahnhof"},
+         {"id": (6,), "text": "."}],
+    ])
+    trees = read_trees(
+        "(ROOT (S (NP (PRP He)) (VP (VBD did) (RB n't) (VP (VB say) (-LRB- -LRB-) (NP (JJ much))"
+        " (-RRB- -RRB-))) (. .)))\n"
+        "(ROOT (S (PPER Er) (VVFIN geht) (PP (APPR zu) (NP (ART dem) (NN Bahnhof))) ($. .)))",
+        use_tqdm=False)
+    for sentence, tree in zip(document.sentences, trees):
+        sentence.constituency = tree
+    return document
+
+
+def test_document_trees_are_over_the_corpus_tokens():
+    sentences = ["He did n&apos;t say ( much ) .".split(), "Er geht zum Bahnhof .".split()]
+    trees = document_trees(_parsed_document(), sentences, first_line=7)
+    assert [tree.leaves for tree in trees] == [tuple(tokens) for tokens in sentences]
+    assert [_spans(tree) for tree in trees] == [
+        [("VP", 3, 6), ("VP", 1, 6), ("S", 0, 7)],
+        [("PP", 2, 3), ("S", 0, 4)],
+    ]
+
+
+def test_document_trees_name_the_input_line_of_a_mismatch():
+    sentences = ["He did n&apos;t say ( much ) .".split(), "Er geht zum Zug .".split()]
+    with pytest.raises(TreeError, match="^line 8: tree leaves do not match the tokens"):
+        document_trees(_parsed_document(), sentences, first_line=7)
+
+
+def test_missing_models_fail_fast_with_the_download_command(tmp_path, monkeypatch):
+    # A closed local port stands for "no network", so no test run ever downloads.
+    monkeypatch.setattr(stanza_parser, "DEFAULT_RESOURCES_URL", "http://127.0.0.1:9")
+    start = time.monotonic()
+    with pytest.raises(ValueError) as error:
+        StanzaParser("de", model_dir=str(tmp_path), use_gpu=False)
+    assert time.monotonic() - start < 30
+    message = str(error.value)
+    assert "language 'de'" in message and str(tmp_path) in message
+    command = next(line.strip() for line in message.splitlines() if "stanza.download" in line)
+    assert command.startswith('python -c "') and command.endswith('"')
+    compile(command[len('python -c "'):-1], "<command>", "exec")  # a valid Python line
+
+
+def _has_english_models() -> bool:
+    return (os.path.exists(os.path.join(DEFAULT_MODEL_DIR, "resources.json"))
+            and os.path.isdir(os.path.join(DEFAULT_MODEL_DIR, "en", "constituency")))
+
+
+def test_parse_with_a_real_model():
+    if not _has_english_models():
+        pytest.skip(f"no stanza English constituency model in {DEFAULT_MODEL_DIR} "
+                    "(stanza.download('en', processors='tokenize,pos,constituency') fetches it)")
+    sentences = [
+        ["He", "didn", "&apos;t", "say", "(", "much", ")", "."],
+        ["Cats", "&amp;", "dogs", "sleep", "."],
+    ]
+    trees = StanzaParser("en", use_gpu=False).parse(sentences, first_line=1)
+    assert [tree.leaves for tree in trees] == [tuple(tokens) for tokens in sentences]
+    for tree, tokens in zip(trees, sentences):
+        tree.check()
+        assert (tree.nodes[-1].start, tree.nodes[-1].end) == (0, len(tokens) - 1)

@@ -1,0 +1,1 @@
+"""Console scripts; they only parse arguments and call into the package."""

@@ -1,0 +1,133 @@
+"""stanza's constituency parser behind the :class:`~tree_fairseq.parsing.Parser`
+interface: tokenised sentences in, normal-form trees over exactly those tokens out.
+
+stanza gets one sentence per input line, already tokenised, with the Moses
+escapes undone (it never saw ``&apos;``). Its tree is read over stanza's words,
+brought back to stanza's tokens where multi-word-token expansion split one
+(German ``zum`` -> ``zu dem``), and aligned to the corpus tokens with
+:func:`~tree_fairseq.trees.align`.
+
+Models are read from the model dir only. Missing ones are downloaded once; when
+stanza's resource server cannot be reached the constructor fails within
+seconds, naming the command that fetches them.
+"""
+
+import html
+import sys
+
+import requests
+import stanza
+import torch
+from stanza.resources.common import (DEFAULT_MODEL_DIR, DEFAULT_RESOURCES_URL, get_language_resources,
+                                     load_resources_json)
+
+from tree_fairseq.trees import Node, RawTree, Tree, TreeError, align, normalize
+
+# stanza.download adds mwt for a language that has it; a pipeline over
+# pretokenized text does not, see _load_pipeline.
+PROCESSORS = "tokenize,pos,constituency"
+# Without it a blocked connection would hang the first request for minutes.
+NETWORK_TIMEOUT_S = 5
+
+
+class StanzaParser:
+    def __init__(self, lang: str, model_dir: str | None = None, batch_size: int = 64,
+                 use_gpu: bool | None = None):
+        model_dir = model_dir or DEFAULT_MODEL_DIR
+        options = dict(
+            tokenize_pretokenized=True,  # one input line is one sentence, never re-split
+            pos_batch_size=batch_size, constituency_batch_size=batch_size,
+            use_gpu=torch.cuda.is_available() if use_gpu is None else use_gpu,
+        )
+        try:
+            self.pipeline = _load_pipeline(lang, model_dir, options)
+        except FileNotFoundError:
+            download_models(lang, model_dir)
+            self.pipeline = _load_pipeline(lang, model_dir, options)
+        if "constituency" not in self.pipeline.processors:
+            raise ValueError(f"stanza has no constituency parser for language {lang!r}")
+
+    def parse(self, sentences: list[list[str]], first_line: int) -> list[Tree]:
+        document = self.pipeline([[html.unescape(token) for token in tokens] for tokens in sentences])
+        return document_trees(document, sentences, first_line)
+
+
+def _load_pipeline(lang: str, model_dir: str, options: dict) -> stanza.Pipeline:
+    """The pipeline from the models in ``model_dir``, never downloading;
+    FileNotFoundError when some are missing.
+
+    mwt runs where the language has it, but stanza expands only the tokens its
+    tokenizer marked, and over pretokenized text (stanza 1.15) it marks none.
+    """
+    has_mwt = "mwt" in (get_language_resources(load_resources_json(model_dir), lang) or {})
+    processors = "tokenize,mwt,pos,constituency" if has_mwt else PROCESSORS
+    return stanza.Pipeline(lang, model_dir=model_dir, processors=processors, download_method=None,
+                           logging_level="WARN", **options)
+
+
+def document_trees(document: stanza.Document, sentences: list[list[str]], first_line: int) -> list[Tree]:
+    """The trees of stanza's parsed ``document`` over the corpus tokens
+    ``sentences``, the input lines numbered from ``first_line``."""
+    trees = []
+    for i, (tokens, sentence) in enumerate(zip(sentences, document.sentences, strict=True)):
+        try:
+            tree = normalize([raw_tree(sentence.constituency)])
+            tree = tree_over_tokens(tree, [token.text for token in sentence.tokens],
+                                    [[word.text for word in token.words] for token in sentence.tokens])
+            trees.append(align(tree, tokens))
+        except TreeError as error:
+            raise TreeError(f"line {first_line + i}: {error}") from None
+    return trees
+
+
+def raw_tree(tree) -> RawTree:
+    """A ``stanza.models.constituency.parse_tree.Tree`` as a :class:`RawTree`
+    (in both, a word is a node without children)."""
+    return RawTree(tree.label, [raw_tree(child) for child in tree.children])
+
+
+def tree_over_tokens(tree: Tree, tokens: list[str], token_words: list[list[str]]) -> Tree:
+    """The tree over ``tokens`` when its leaves are their words, ``token_words[k]``
+    those of token ``k`` (stanza's multi-word-token expansion).
+
+    A node keeps the tokens all of whose words it covers. Nodes left with one
+    token vanish and nodes left with the same span merge under the upper label;
+    as nodes nest over words they nest over tokens, so no spans cross.
+    """
+    words = [word for words_of_token in token_words for word in words_of_token]
+    if words != list(tree.leaves):
+        raise TreeError(f"stanza's tree leaves {' '.join(tree.leaves)!r} "
+                        f"are not its words {' '.join(words)!r}")
+    first_token, last_token = [], []  # of a node that starts / ends at each word
+    for k, count in enumerate(map(len, token_words)):
+        first_token += [k] + [k + 1] * (count - 1)
+        last_token += [k - 1] * (count - 1) + [k]
+    label_of_span: dict[tuple[int, int], str] = {}
+    for node in reversed(tree.nodes):  # ancestors first: the upper label of a merged span wins
+        span = (first_token[node.start], last_token[node.end])
+        if span[1] > span[0]:
+            label_of_span.setdefault(span, node.label)
+    return Tree(tuple(tokens), tuple(Node(label, s, e) for (s, e), label in label_of_span.items()))
+
+
+def download_models(lang: str, model_dir: str) -> None:
+    """Fetch the models with ``stanza.download``; when that fails, raise
+    ValueError with the command that fetches them."""
+    try:
+        requests.head(DEFAULT_RESOURCES_URL, timeout=NETWORK_TIMEOUT_S)
+    except requests.RequestException as error:
+        raise _missing_models(lang, model_dir, f"{DEFAULT_RESOURCES_URL} cannot be reached: "
+                                                f"{type(error).__name__}") from None
+    print(f"downloading the stanza models for language {lang!r} to {model_dir}", file=sys.stderr)
+    try:
+        stanza.download(lang, model_dir=model_dir, processors=PROCESSORS, logging_level="WARN")
+    except Exception as error:  # network, HTTP and hub errors come from three libraries
+        raise _missing_models(lang, model_dir, error) from None
+
+
+def _missing_models(lang: str, model_dir: str, reason) -> ValueError:
+    command = (f"python -c \"import stanza; stanza.download({lang!r}, processors={PROCESSORS!r}, "
+               f"model_dir={model_dir!r})\"")
+    return ValueError(f"the stanza models for language {lang!r} are not in {model_dir} and could not be "
+                      f"downloaded ({reason}). Fetch them where there is network access with\n"
+                      f"  {command}\nand copy {model_dir} here.")
