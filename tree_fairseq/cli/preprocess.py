@@ -1,0 +1,174 @@
+"""tree-fairseq-preprocess: fairseq-preprocess plus the source trees.
+
+For each of --trainpref/--validpref/--testpref it reads the BPE'd text
+``{pref}.{src}``, ``{pref}.{tgt}`` and the word-level source trees
+``{pref}.{tree-suffix}.{src}`` (tree-fairseq-parse on the text before BPE).
+The text part of --destdir is written by fairseq-preprocess itself, so the
+stock ``translation`` task trains on the same data-bin; the trees are added as
+the streams described in :mod:`tree_fairseq.data.tree_streams`.
+
+Every line is checked first: the three files must have the same number of
+lines, and the BPE pieces of each source line must spell that line's tree
+leaves. Any mismatch stops the run with the file and line.
+"""
+
+import itertools
+import logging
+import os
+import sys
+from collections import Counter
+from multiprocessing import Pool
+
+import torch
+from fairseq import options
+from fairseq.data import Dictionary
+from fairseq_cli import preprocess as fairseq_preprocess
+from tqdm import tqdm
+
+from tree_fairseq.data import TreeStreamWriter, node_dictionary_path, tree_stream_prefix
+from tree_fairseq.trees import SUBWORD_FORMATS, TreeError, align, expand_subwords, group_pieces, located, parse_tree
+
+logger = logging.getLogger("tree_fairseq.preprocess")
+
+_CHUNK_LINES = 500
+
+
+def get_parser():
+    parser = options.get_preprocessing_parser()
+    parser.prog = "tree-fairseq-preprocess"
+    parser.description = (
+        "fairseq-preprocess for tree_translation: binarises the BPE'd text exactly as "
+        "fairseq-preprocess does and adds the source trees ({pref}.{tree-suffix}.{src}) "
+        "as node-label and span streams."
+    )
+    group = parser.add_argument_group("source trees")
+    group.add_argument("--tree-suffix", default="tree",
+                       help="trees are read from {pref}.{tree-suffix}.{source-lang} (default: tree)")
+    group.add_argument("--subword-format", choices=SUBWORD_FORMATS, default="subword_nmt",
+                       help="how the source BPE marks word pieces: subword_nmt ('@@ ') "
+                       "or sentencepiece ('\u2581')")
+    group.add_argument("--nodedict", metavar="FP", help="reuse a node-label dictionary")
+    return parser
+
+
+def main(argv=None):
+    args = get_parser().parse_args(argv)
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                        level=logging.INFO, stream=sys.stdout)
+    try:
+        run(args)
+    except (TreeError, ValueError, FileNotFoundError) as error:
+        sys.exit(f"tree-fairseq-preprocess: error: {error}")
+
+
+def run(args):
+    if not args.source_lang or not args.target_lang or args.only_source:
+        raise ValueError("--source-lang and --target-lang are required (and --only-source is not supported)")
+    splits = _splits(args)
+    if not any(name == "train" for name, _ in splits) and not args.nodedict:
+        raise ValueError("without --trainpref, give the node-label dictionary with --nodedict")
+    for _, prefix in splits:
+        _check_line_counts([f"{prefix}.{args.source_lang}", f"{prefix}.{args.target_lang}",
+                            _tree_path(args, prefix)])
+    node_dict_path = node_dictionary_path(args.destdir, args.source_lang)
+    if not args.nodedict and os.path.exists(node_dict_path):
+        raise FileExistsError(node_dict_path)
+    # Trees first: a bad tree stops the run before fairseq writes anything.
+    node_dict = Dictionary.load(args.nodedict) if args.nodedict else Dictionary()
+    os.makedirs(args.destdir, exist_ok=True)
+    for name, prefix in splits:
+        _write_trees(args, name, prefix, node_dict, grow_dictionary=name == "train" and not args.nodedict)
+    node_dict.save(node_dict_path)
+    fairseq_preprocess.main(args)
+
+
+def _splits(args) -> list[tuple[str, str]]:
+    """(output split name, input prefix), train first, as fairseq-preprocess names them."""
+    splits = [("train", args.trainpref)] if args.trainpref else []
+    for split, prefixes in (("valid", args.validpref), ("test", args.testpref)):
+        for k, prefix in enumerate(prefixes.split(",") if prefixes else []):
+            splits.append((split + (str(k) if k else ""), prefix))
+    return splits
+
+
+def _tree_path(args, prefix):
+    return f"{prefix}.{args.tree_suffix}.{args.source_lang}"
+
+
+def _check_line_counts(paths):
+    files = [open(path, encoding="utf-8") for path in paths]
+    try:
+        for line_number, lines in enumerate(itertools.zip_longest(*files), start=1):
+            if None in lines:
+                ended = [p for p, line in zip(paths, lines) if line is None]
+                going = [p for p, line in zip(paths, lines) if line is not None]
+                raise ValueError(f"line counts differ: {', '.join(ended)} ended at line {line_number - 1} "
+                                 f"but {', '.join(going)} go on at line {line_number}")
+    finally:
+        for f in files:
+            f.close()
+
+
+def _write_trees(args, split, prefix, node_dict, grow_dictionary):
+    text_path, tree_path = f"{prefix}.{args.source_lang}", _tree_path(args, prefix)
+    writer = TreeStreamWriter(tree_stream_prefix(args.destdir, split, args.source_lang, args.target_lang))
+    unknown = Counter()
+    sentences = nodes = 0
+    with open(text_path, encoding="utf-8") as text, open(tree_path, encoding="utf-8") as trees, \
+            Pool(args.workers) as pool:
+        chunks = _chunks(zip(itertools.count(1), text, trees), text_path, tree_path, args.subword_format)
+        with tqdm(desc=f"trees {split}", unit="sent", total=_count_lines(text_path)) as bar:
+            for results in pool.imap(_tree_chunk, chunks):
+                for labels, spans in results:
+                    if grow_dictionary:
+                        ids = [node_dict.add_symbol(label) for label in labels]
+                    else:
+                        ids = [node_dict.index(label) for label in labels]
+                        unknown.update(label for label, i in zip(labels, ids) if i == node_dict.unk())
+                    writer.add(_long(ids), _long(spans))
+                    nodes += len(labels)
+                sentences += len(results)
+                bar.update(len(results))
+    writer.finalize()
+    logger.info(f"{split}: {sentences} source trees, {nodes} nodes ({nodes / max(sentences, 1):.1f} per sentence), "
+                f"{len(node_dict) - node_dict.nspecial} node labels")
+    if unknown:
+        logger.warning(f"{split}: {sum(unknown.values())} nodes have labels unseen in train, mapped to "
+                       f"{node_dict.unk_word}: {dict(unknown.most_common(10))}")
+
+
+def _chunks(numbered_lines, text_path, tree_path, subword_format):
+    while chunk := list(itertools.islice(numbered_lines, _CHUNK_LINES)):
+        yield chunk, text_path, tree_path, subword_format
+
+
+def _tree_chunk(job):
+    """Worker: (labels, spans) of each line's tree over its BPE pieces."""
+    chunk, text_path, tree_path, subword_format = job
+    results = []
+    for line_number, text_line, tree_line in chunk:
+        try:
+            tree = parse_tree(tree_line)
+        except TreeError as error:
+            raise located(error, tree_path, line_number) from None
+        pieces = text_line.split()
+        words = [word for word, _, _ in group_pieces(pieces, subword_format)]
+        try:
+            tree = expand_subwords(align(tree, words), pieces, subword_format)
+        except TreeError as error:
+            raise located(f"{error} (tree: {tree_path}:{line_number})", text_path, line_number) from None
+        results.append(([node.label for node in tree.nodes], [(node.start, node.end) for node in tree.nodes]))
+    return results
+
+
+def _long(values):
+    return torch.tensor(values, dtype=torch.long)
+
+
+def _count_lines(path):
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+if __name__ == "__main__":
+    main()

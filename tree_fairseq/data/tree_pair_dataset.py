@@ -1,0 +1,100 @@
+"""A fairseq language-pair dataset whose source sentences carry trees.
+
+The collated batch (the layout every tree_fairseq model reads)::
+
+    sample["net_input"] = {
+        "src_tokens":       (B, n) leaves: the BPE tokens of the source, then EOS,
+                            padded with pad (left or right, --left-pad-source),
+        "src_lengths":      (B,)  leaves per sentence, EOS included,
+        "src_node_labels":  (B, m) node labels (node dictionary), nodes bottom-up,
+                            right-padded with the node dictionary's pad,
+        "src_node_spans":   (B, m, 2) inclusive [start, end] leaf spans as column
+                            indices into src_tokens (padding already counted);
+                            padded nodes are (-1, -1), outside every span,
+        "src_node_padding_mask": (B, m) bool, True at padded nodes,
+        "prev_output_tokens": (B, T) as in fairseq's translation task,
+    }
+
+EOS is a leaf outside every node span. Everything else (id, ntokens,
+nsentences, target) is fairseq's LanguagePairDataset batch unchanged.
+"""
+
+import numpy as np
+import torch
+from fairseq.data import BaseWrapperDataset, FairseqDataset
+
+
+def collate_trees(labels, spans, src_tokens, src_lengths, left_pad, label_pad):
+    """Pad per-sentence node labels ``(m_i,)`` and spans ``(m_i, 2)`` (leaf
+    indices from the first token) into the batch tensors described above."""
+    batch_size = len(labels)
+    m = max((len(x) for x in labels), default=0)
+    node_labels = src_tokens.new_full((batch_size, m), label_pad)
+    node_spans = src_tokens.new_full((batch_size, m, 2), -1)
+    offsets = src_tokens.size(1) - src_lengths if left_pad else torch.zeros_like(src_lengths)
+    for b, (label, span) in enumerate(zip(labels, spans)):
+        node_labels[b, : len(label)] = label
+        node_spans[b, : len(label)] = span + offsets[b]
+    return {
+        "src_node_labels": node_labels,
+        "src_node_spans": node_spans,
+        "src_node_padding_mask": node_labels.eq(label_pad),
+    }
+
+
+class TreePairDataset(BaseWrapperDataset):
+    """Wraps fairseq's LanguagePairDataset; adds each source sentence's node
+    labels and spans. ``--max-tokens`` counts leaves plus nodes on the source
+    side; ``--max-source-positions`` still limits leaves, as in fairseq."""
+
+    def __init__(self, pairs, node_labels, node_spans, node_dict):
+        super().__init__(pairs)
+        if not len(pairs) == len(node_labels) == len(node_spans):
+            raise ValueError(
+                f"{len(pairs)} sentence pairs but {len(node_labels)} node label and "
+                f"{len(node_spans)} span entries: text and trees come from different data"
+            )
+        self.node_labels = node_labels
+        self.node_spans = node_spans
+        self.node_dict = node_dict
+        self.node_sizes = np.asarray(node_labels.sizes)
+
+    def __getitem__(self, index):
+        example = self.dataset[index]
+        spans = self.node_spans[index].view(-1, 2)
+        if len(spans) and spans.max() >= len(example["source"]) - 1:
+            raise ValueError(f"sentence {index}: a node span reaches past its {len(example['source']) - 1} tokens")
+        example["node_labels"] = self.node_labels[index]
+        example["node_spans"] = spans
+        return example
+
+    def collater(self, samples, pad_to_length=None):
+        batch = self.dataset.collater(samples, pad_to_length=pad_to_length)
+        if not samples:
+            return batch
+        by_id = {sample["id"]: sample for sample in samples}
+        ordered = [by_id[i] for i in batch["id"].tolist()]  # fairseq sorts by source length
+        net_input = batch["net_input"]
+        net_input.update(collate_trees(
+            [s["node_labels"] for s in ordered], [s["node_spans"] for s in ordered],
+            net_input["src_tokens"], net_input["src_lengths"],
+            self.dataset.left_pad_source, self.node_dict.pad(),
+        ))
+        return batch
+
+    def num_tokens(self, index):
+        return max(self.dataset.src_sizes[index] + self.node_sizes[index],
+                   self.dataset.tgt_sizes[index] if self.dataset.tgt_sizes is not None else 0)
+
+    def num_tokens_vec(self, indices):
+        sizes = self.dataset.src_sizes[indices] + self.node_sizes[indices]
+        if self.dataset.tgt_sizes is not None:
+            sizes = np.maximum(sizes, self.dataset.tgt_sizes[indices])
+        return sizes
+
+    def batch_by_size(self, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
+        # The wrapped dataset would count its own (leaf-only) tokens.
+        return FairseqDataset.batch_by_size(
+            self, indices, max_tokens=max_tokens, max_sentences=max_sentences,
+            required_batch_size_multiple=required_batch_size_multiple,
+        )

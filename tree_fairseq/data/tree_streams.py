@@ -1,0 +1,70 @@
+"""The tree streams of a data-bin, next to fairseq's own text files:
+
+- ``dict.{src}.nodes.txt``: the node-label dictionary (a fairseq Dictionary);
+- ``{split}.{src}-{tgt}.{src}.nodes.{bin,idx}``: node labels per sentence, ``(m,)``;
+- ``{split}.{src}-{tgt}.{src}.spans.{bin,idx}``: node spans per sentence,
+  flattened ``(2m,)`` = ``start0, end0, start1, end1, ...``, inclusive leaf
+  indices counted from the sentence's first token, nodes bottom-up.
+
+Both are fairseq mmap indexed datasets.
+"""
+
+import os
+
+import numpy as np
+import torch
+from fairseq.data import ConcatDataset, data_utils, indexed_dataset
+
+NODES = "nodes"
+SPANS = "spans"
+
+
+def tree_stream_prefix(data_dir: str, split: str, src: str, tgt: str) -> str:
+    return os.path.join(data_dir, f"{split}.{src}-{tgt}.{src}.")
+
+
+def node_dictionary_path(data_dir: str, src: str) -> str:
+    return os.path.join(data_dir, f"dict.{src}.{NODES}.txt")
+
+
+class TreeStreamWriter:
+    """Writes the node labels and spans of one split, sentence by sentence."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.nodes, self.spans = (
+            indexed_dataset.MMapIndexedDatasetBuilder(indexed_dataset.data_file_path(prefix + name), dtype=np.int32)
+            for name in (NODES, SPANS)
+        )
+
+    def add(self, labels: torch.Tensor, spans: torch.Tensor) -> None:
+        self.nodes.add_item(labels)
+        self.spans.add_item(spans.reshape(-1))
+
+    def finalize(self) -> None:
+        for name, builder in ((NODES, self.nodes), (SPANS, self.spans)):
+            builder.finalize(indexed_dataset.index_file_path(self.prefix + name))
+
+
+def load_tree_streams(data_dir, split, src, tgt, combine=False, upsample_primary=1):
+    """``(labels, spans)`` datasets of a split, shards ``split``, ``split1``, ...
+    concatenated like fairseq's ``load_langpair_dataset`` does with ``combine``."""
+    labels, spans = [], []
+    for k in range(10**6):
+        split_k = split + (str(k) if k > 0 else "")
+        prefix = tree_stream_prefix(data_dir, split_k, src, tgt)
+        if not indexed_dataset.dataset_exists(prefix + NODES, impl="mmap"):
+            if k == 0:
+                raise FileNotFoundError(
+                    f"no source trees for split {split!r}: {prefix}{NODES}.idx is missing "
+                    "(make the data-bin with tree-fairseq-preprocess)"
+                )
+            break
+        labels.append(data_utils.load_indexed_dataset(prefix + NODES, None, "mmap"))
+        spans.append(data_utils.load_indexed_dataset(prefix + SPANS, None, "mmap"))
+        if not combine:
+            break
+    if len(labels) == 1:
+        return labels[0], spans[0]
+    ratios = [upsample_primary] + [1] * (len(labels) - 1)
+    return ConcatDataset(labels, ratios), ConcatDataset(spans, ratios)
