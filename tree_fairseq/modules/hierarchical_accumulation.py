@@ -1,0 +1,223 @@
+"""Hierarchical accumulation (Nguyen et al., ICLR 2020, "Tree-structured Attention with
+Hierarchical Accumulation", arXiv 2002.08046, section 4.1-4.2, equations 5-10).
+
+The paper builds ``S = F(L, N, R)`` of size ``(m+1) x n x d`` (eq. 5), averages every branch
+upwards (``U``, eq. 6) and takes a weighted mean over the branches of each node (``V``, eq. 7),
+optionally after adding hierarchical embeddings ``E`` (eqs. 9-10). All three steps are linear,
+so the result factorises through two scalar matrices (DESIGN.md section 3); per sentence and head:
+
+    P[i, j] = M[i, j] * w_j / (|C^i_j| * |L ∩ R(i)|)                   (m, n)
+    N̄'     = P·L + (K ⊙ (P·Mᵀ))·N + (vertical and horizontal embedding terms)
+
+with membership ``M[i, j] = [leaf j in span(i)]``, containment ``K[i, t] = [span(t) ⊆ span(i)]``
+and ``|C^i_j| = 1 + (K·M)[i, j]``. The embedding terms first sum the scalar weights per
+(node, embedding index) over the T branch triples (node i, node t on the branch, leaf j),
+T ≈ n·depth²/2, then multiply by the tables. Nothing of size ``n·m·d`` is ever built: the cost
+is ``O(m·n·d + m²·n + m²·d + T + m·|E|·d)`` and the memory ``O(m·n + m² + T + m·|E|)`` scalars
+per head.
+
+Choices the paper leaves open, made here:
+
+- ``C^i_j`` (eq. 6) is the branch from node i down to leaf j: the leaf plus the nodes on that
+  path, both ends included. Read literally, eq. 6 also lists the (zero) entries of nodes of
+  R(i) that do not contain leaf j; the text ("the branch that starts with x_i and ends with x_j")
+  and Figure 1 exclude them.
+- Eq. 9 indexes ``E`` by the rows of ``S`` (row 1 = leaves): the embedding of the cell of node t
+  and leaf j is ``[e^v_{|V^t_j|}; e^h_{|H^t_j|}]`` with ``|V^t_j|`` the number of nodes on the
+  path from leaf j up to t (t included, so 1 for the lowest node above the leaf) and
+  ``|H^t_j| = j - start(t) + 1``. Indices start at 1; an index past the table's size uses its
+  last row (the paper does not bound them).
+- ``w = L·u`` (eqs. 16, 23) is a linear function of the layer input, unnormalised and without
+  bias. With several heads each head has its own ``u`` (one scalar per leaf and head), so
+  ``leaf_weights`` is ``(B, H, n)``; the caller computes it.
+- The embedding tables are ``d_head/2`` wide and shared by all heads, as the paper says. The
+  paper does not say whether layers share them: each attention module owns one
+  :class:`HierarchicalEmbedding` unless it is given one to share.
+- A padded node has an empty span: its accumulated value is zero.
+
+The authors' code divides by a count without the leaf and indexes the vertical embeddings by
+depth from the root; both differ from eqs. 6 and 9 as printed and are not followed.
+
+Batch layout (the data layer's): leaves ``(B, n)``, nodes ``(B, m)`` right-padded and bottom-up,
+``spans (B, m, 2)`` inclusive absolute leaf columns, ``(-1, -1)`` for padded nodes; masks are
+True at padding.
+"""
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+
+class TreeStructure(NamedTuple):
+    """The data-only tensors of a batch of trees, built once and shared by all layers.
+
+    Every field is batch-major, so :meth:`index_select` reorders a batch (e.g. for beam search).
+    The ``branch_*`` fields list, per sentence, the triples (node i, node t, leaf j) with
+    ``j ∈ span(t) ⊆ span(i)``: node t on the branch from node i down to leaf j. They are
+    right-padded to the longest list in the batch (``branch_padding_mask`` True at padding).
+    """
+
+    membership: Tensor  # (B, m, n) bool   M[i, j]: leaf j lies in span(i)
+    containment: Tensor  # (B, m, m) bool  K[i, t]: span(t) ⊆ span(i), t = i included
+    path_count: Tensor  # (B, m, n) long   |C^i_j| = 1 + nodes on the branch i -> j; 0 off span
+    span_size: Tensor  # (B, m) long       |L ∩ R(i)|
+    branch_node: Tensor  # (B, T) long      i
+    branch_leaf: Tensor  # (B, T) long      j
+    branch_vertical: Tensor  # (B, T) long  |V^t_j| (eq. 9), >= 1
+    branch_horizontal: Tensor  # (B, T) long  |H^t_j| = j - start(t) + 1 (eq. 9), >= 1
+    branch_padding_mask: Tensor  # (B, T) bool
+    leaf_padding_mask: Tensor  # (B, n) bool
+    node_padding_mask: Tensor  # (B, m) bool
+
+    def index_select(self, order: Tensor) -> "TreeStructure":
+        """The structure of the sentences ``order`` (LongTensor of batch indices)."""
+        return TreeStructure(*(field.index_select(0, order) for field in self))
+
+
+def build_tree_structure(
+    spans: Tensor, leaf_padding_mask: Tensor, node_padding_mask: Tensor
+) -> TreeStructure:
+    """Build the :class:`TreeStructure` of a batch.
+
+    spans: ``(B, m, 2)`` inclusive leaf columns, ``(-1, -1)`` for padded nodes;
+    leaf_padding_mask: ``(B, n)`` bool; node_padding_mask: ``(B, m)`` bool (True = pad).
+    """
+    real_node = ~node_padding_mask  # (B, m)
+    start, end = spans[..., 0], spans[..., 1]  # (B, m)
+    column = torch.arange(leaf_padding_mask.size(1), device=spans.device)  # (n,)
+    membership = (
+        (start.unsqueeze(-1) <= column)
+        & (column <= end.unsqueeze(-1))
+        & real_node.unsqueeze(-1)
+        & ~leaf_padding_mask.unsqueeze(1)
+    )  # (B, m, n)
+    containment = (
+        (start.unsqueeze(-1) <= start.unsqueeze(1))
+        & (end.unsqueeze(1) <= end.unsqueeze(-1))
+        & real_node.unsqueeze(-1)
+        & real_node.unsqueeze(1)
+    )  # (B, m, m)
+    # Small integer counts: exact in float32.
+    on_path = torch.bmm(containment.float(), membership.float()).round().long()  # (B, m, n)
+    path_count = (1 + on_path) * membership
+    span_size = membership.sum(-1)  # (B, m)
+    branches = _branch_triples(containment, span_size, start, path_count)
+    return TreeStructure(
+        membership, containment, path_count, span_size, *branches, leaf_padding_mask, node_padding_mask
+    )
+
+
+def _branch_triples(containment: Tensor, span_size: Tensor, start: Tensor, path_count: Tensor):
+    """List the (i, t, j) triples of :class:`TreeStructure` without an ``m·m·n`` tensor:
+    every pair ``t ⊆ i`` is repeated once per leaf of ``span(t)``.
+    Returns ``(node, leaf, vertical, horizontal, padding_mask)``, each ``(B, T)``."""
+    device = containment.device
+    batch_size = containment.size(0)
+    b, i, t = containment.nonzero().unbind(1)  # (E,) each, sorted by sentence
+    size_t = span_size[b, t]
+    pair = torch.repeat_interleave(torch.arange(b.numel(), device=device), size_t)  # (T_all,)
+    first_of_pair = torch.cumsum(size_t, 0) - size_t
+    offset = torch.arange(pair.numel(), device=device) - first_of_pair[pair]  # j - start(t)
+    b, i, t = b[pair], i[pair], t[pair]
+    j = start[b, t] + offset
+    vertical = path_count[b, t, j] - 1  # nodes on the path from leaf j up to t, t included
+    horizontal = offset + 1
+
+    per_sentence = torch.bincount(b, minlength=batch_size)  # (B,)
+    position = torch.arange(b.numel(), device=device) - (torch.cumsum(per_sentence, 0) - per_sentence)[b]
+    longest = int(per_sentence.max()) if b.numel() > 0 else 0
+
+    def padded(values: Tensor, fill: int) -> Tensor:
+        out = torch.full((batch_size, longest), fill, dtype=torch.long, device=device)
+        out[b, position] = values
+        return out
+
+    padding_mask = torch.ones(batch_size, longest, dtype=torch.bool, device=device)
+    padding_mask[b, position] = False
+    # Padding triples point at valid cells (node 0, leaf 0, index 1) and carry zero weight.
+    return padded(i, 0), padded(j, 0), padded(vertical, 1), padded(horizontal, 1), padding_mask
+
+
+def accumulation_weights(leaf_weights: Tensor, structure: TreeStructure) -> Tensor:
+    """``P[b, h, i, j] = M[i, j] · w_j / (|C^i_j| · |L ∩ R(i)|)``: the branch average of
+    eq. 6 and the weighted mean of eq. 7 folded into one scalar per (node, leaf).
+
+    leaf_weights: ``(B, H, n)`` (``w = L·u``, one ``u`` per head). Returns ``(B, H, m, n)`` in
+    at least float32; zero outside spans and on padded nodes.
+    """
+    dtype = torch.promote_types(leaf_weights.dtype, torch.float32)
+    denominator = structure.path_count.to(dtype) * structure.span_size.unsqueeze(-1).to(dtype)
+    norm = structure.membership.to(dtype) / denominator.clamp(min=1)  # (B, m, n)
+    return norm.unsqueeze(1) * leaf_weights.to(dtype).unsqueeze(2)
+
+
+class HierarchicalEmbedding(nn.Module):
+    """The vertical and horizontal embedding tables ``E^v, E^h`` of eq. 9, each
+    ``(num_embeddings, head_dim / 2)``, shared by all heads; row ``k - 1`` holds index ``k``."""
+
+    def __init__(self, head_dim: int, num_embeddings: int = 64):
+        super().__init__()
+        if head_dim % 2:
+            raise ValueError(f"hierarchical embeddings need an even head dimension, got {head_dim}")
+        self.vertical = nn.Parameter(torch.empty(num_embeddings, head_dim // 2))
+        self.horizontal = nn.Parameter(torch.empty(num_embeddings, head_dim // 2))
+        nn.init.normal_(self.vertical, std=head_dim**-0.5)
+        nn.init.normal_(self.horizontal, std=head_dim**-0.5)
+
+    def forward(self, weights: Tensor, structure: TreeStructure) -> Tensor:
+        """The embedding part of ``V(U(S + E), w)`` (eq. 10):
+        ``Σ_j P[i, j] Σ_{t on the branch i -> j} [e^v_{|V^t_j|}; e^h_{|H^t_j|}]``.
+
+        weights: ``P`` of :func:`accumulation_weights`, ``(B, H, m, n)``. Returns ``(B, H, m, head_dim)``.
+        The scalar weights are first summed per (node i, embedding index) over the branch
+        triples, then multiplied by the tables.
+        """
+        _, num_heads, num_nodes, num_leaves = weights.shape
+        cell = structure.branch_node * num_leaves + structure.branch_leaf  # (B, T)
+        triple_weights = weights.flatten(2).gather(2, cell.unsqueeze(1).expand(-1, num_heads, -1))
+        triple_weights = triple_weights.masked_fill(structure.branch_padding_mask.unsqueeze(1), 0)
+        triple_weights = triple_weights.to(self.vertical.dtype)  # (B, H, T)
+        node = structure.branch_node
+        vertical = self._per_index(triple_weights, node, structure.branch_vertical, num_nodes)
+        horizontal = self._per_index(triple_weights, node, structure.branch_horizontal, num_nodes)
+        return torch.cat([vertical @ self.vertical, horizontal @ self.horizontal], dim=-1)
+
+    def _per_index(self, triple_weights: Tensor, node: Tensor, index: Tensor, num_nodes: int) -> Tensor:
+        """Sum ``(B, H, T)`` triple weights into ``(B, H, m, num_embeddings)`` bins (node, index)."""
+        batch_size, num_heads, _ = triple_weights.shape
+        size = self.vertical.size(0)
+        bin_index = node * size + index.clamp(max=size) - 1  # (B, T)
+        bins = triple_weights.new_zeros(batch_size, num_heads, num_nodes * size)
+        bins.scatter_add_(2, bin_index.unsqueeze(1).expand(-1, num_heads, -1), triple_weights)
+        return bins.view(batch_size, num_heads, num_nodes, size)
+
+
+def hierarchical_accumulation(
+    leaf_values: Tensor,
+    node_values: Tensor,
+    leaf_weights: Tensor,
+    structure: TreeStructure,
+    embedding: HierarchicalEmbedding | None = None,
+) -> Tensor:
+    """``N̄' = V(U(F(L, N, R) + E), w)`` (eqs. 5-10), or ``N̄ = V(U(F(L, N, R)), w)`` (eq. 8)
+    when ``embedding`` is None, computed per head without the ``S`` tensor.
+
+    leaf_values: ``(B, H, n, dh)``; node_values: ``(B, H, m, dh)``; leaf_weights: ``(B, H, n)``.
+    Returns the accumulated node values ``(B, H, m, dh)`` (zero for padded nodes).
+    """
+    weights = accumulation_weights(leaf_weights, structure)  # (B, H, m, n)
+    batch_size, num_heads, num_nodes, num_leaves = weights.shape
+    values = weights.to(leaf_values.dtype)
+    membership = structure.membership.to(values.dtype)  # (B, m, n)
+    containment = structure.containment.to(values.dtype).unsqueeze(1)  # (B, 1, m, m)
+    # [i, t] = Σ_j P[i, j] over the leaves j of span(t), for the nodes t of the subtree of i;
+    # heads folded into rows so that M is not expanded per head.
+    per_node = torch.bmm(
+        values.reshape(batch_size, num_heads * num_nodes, num_leaves), membership.transpose(1, 2)
+    )
+    node_weights = containment * per_node.view(batch_size, num_heads, num_nodes, num_nodes)  # (B, H, m, m)
+    accumulated = values @ leaf_values + node_weights @ node_values
+    if embedding is not None:
+        accumulated = accumulated + embedding(weights, structure).to(accumulated.dtype)
+    return accumulated
