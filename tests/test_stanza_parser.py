@@ -115,7 +115,7 @@ def _parsed_document() -> Document:
 
 def test_document_trees_are_over_the_corpus_tokens():
     sentences = ["He did n&apos;t say ( much ) .".split(), "Er geht zum Bahnhof .".split()]
-    trees = document_trees(_parsed_document(), sentences, first_line=7)
+    trees = document_trees(_parsed_document(), sentences, first_line=7, source="talk.en")
     assert [tree.leaves for tree in trees] == [tuple(tokens) for tokens in sentences]
     assert [_spans(tree) for tree in trees] == [
         [("VP", 3, 6), ("VP", 1, 6), ("S", 0, 7)],
@@ -125,8 +125,8 @@ def test_document_trees_are_over_the_corpus_tokens():
 
 def test_document_trees_name_the_input_line_of_a_mismatch():
     sentences = ["He did n&apos;t say ( much ) .".split(), "Er geht zum Zug .".split()]
-    with pytest.raises(TreeError, match="^line 8: tree leaves do not match the tokens"):
-        document_trees(_parsed_document(), sentences, first_line=7)
+    with pytest.raises(TreeError, match="^talk.en:8: tree leaves do not match the tokens"):
+        document_trees(_parsed_document(), sentences, first_line=7, source="talk.en")
 
 
 def test_missing_models_fail_fast_with_the_download_command(tmp_path, monkeypatch):
@@ -156,7 +156,7 @@ def test_parse_with_a_real_model():
         ["He", "didn", "&apos;t", "say", "(", "much", ")", "."],
         ["Cats", "&amp;", "dogs", "sleep", "."],
     ]
-    trees = StanzaParser("en", use_gpu=False).parse(sentences, first_line=1)
+    trees = StanzaParser("en", use_gpu=False).parse(sentences, first_line=1, source="<test>")
     assert [tree.leaves for tree in trees] == [tuple(tokens) for tokens in sentences]
     for tree, tokens in zip(trees, sentences):
         tree.check()

@@ -11,6 +11,7 @@ the same command redoes no finished chunk.
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import sys
@@ -44,6 +45,8 @@ def get_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
+    # Importing fairseq sets the root logger to DEBUG; parsers log through it.
+    logging.basicConfig(level=logging.WARNING, force=True)
     try:
         parse_file(args)
     except (TreeError, ValueError, OSError) as error:
@@ -66,22 +69,22 @@ def parse_file(args: argparse.Namespace) -> None:
                 raise TreeError(f"{args.input}:{line_number}: empty line: no tokens to parse")
             chunk.append(tokens)
             if len(chunk) == args.chunk_size:
-                _parse_chunk(parser, chunk, first_line, args.chunk_size, parts_dir)
+                _parse_chunk(parser, chunk, first_line, args, parts_dir)
                 bar.update(len(chunk))
                 chunk, first_line = [], line_number + 1
         if chunk:
-            _parse_chunk(parser, chunk, first_line, args.chunk_size, parts_dir)
+            _parse_chunk(parser, chunk, first_line, args, parts_dir)
             bar.update(len(chunk))
     if isinstance(parser, BracketedParser):
         parser.check_exhausted()
     _join_parts(parts_dir, args.output)
 
 
-def _parse_chunk(parser, sentences, first_line, chunk_size, parts_dir) -> None:
-    part = os.path.join(parts_dir, f"{(first_line - 1) // chunk_size:08d}.trees")
+def _parse_chunk(parser, sentences, first_line, args, parts_dir) -> None:
+    part = os.path.join(parts_dir, f"{(first_line - 1) // args.chunk_size:08d}.trees")
     if os.path.exists(part):
         return
-    trees = parser.parse(sentences, first_line)
+    trees = parser.parse(sentences, first_line, args.input)
     with open(part + ".tmp", "w", encoding="utf-8") as out:
         out.writelines(tree.to_bracketed() + "\n" for tree in trees)
     os.replace(part + ".tmp", part)
@@ -90,20 +93,24 @@ def _parse_chunk(parser, sentences, first_line, chunk_size, parts_dir) -> None:
 def _check_resumable(parts_dir: str, args: argparse.Namespace) -> None:
     """Finished chunks are reused only when the input and the options that
     decide their content are unchanged."""
-    stat = os.stat(args.input)
-    manifest = {"input": os.path.abspath(args.input), "input_size": stat.st_size,
-                "input_mtime_ns": stat.st_mtime_ns, "parser": args.parser, "lang": args.lang,
-                "trees": args.trees and os.path.abspath(args.trees), "chunk_size": args.chunk_size}
+    manifest = {"input": _identity(args.input), "trees": args.trees and _identity(args.trees),
+                "parser": args.parser, "lang": args.lang, "chunk_size": args.chunk_size}
     path = os.path.join(parts_dir, "manifest.json")
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
-            if json.load(f) != manifest:
-                raise ValueError(f"{parts_dir} holds chunks of a run with other input or options; "
-                                 "delete it to start over")
-        return
-    os.makedirs(parts_dir, exist_ok=True)
+            if json.load(f) == manifest:
+                return
+        print(f"tree-fairseq-parse: {parts_dir} holds chunks of a run with other input or options; "
+              "discarding them", file=sys.stderr)
+        shutil.rmtree(parts_dir)
+    os.makedirs(parts_dir)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1)
+
+
+def _identity(path: str) -> list:
+    stat = os.stat(path)
+    return [os.path.abspath(path), stat.st_size, stat.st_mtime_ns]
 
 
 def _join_parts(parts_dir: str, output: str) -> None:

@@ -15,16 +15,16 @@ PARSERS = ("stanza", "bracketed") + TRIVIAL_SHAPES
 
 
 class Parser(Protocol):
-    def parse(self, sentences: list[list[str]], first_line: int) -> list[Tree]:
-        """Trees for ``sentences``, the input lines numbered from ``first_line``
-        (1-based, for error messages)."""
+    def parse(self, sentences: list[list[str]], first_line: int, source: str) -> list[Tree]:
+        """Trees for ``sentences``, lines ``first_line``, ... (1-based) of the
+        file ``source``; errors name the file and line."""
 
 
 class TrivialParser:
     def __init__(self, shape: str):
         self.shape = shape
 
-    def parse(self, sentences, first_line):
+    def parse(self, sentences, first_line, source):
         return [trivial_tree(tokens, self.shape) for tokens in sentences]
 
 
@@ -36,17 +36,19 @@ class BracketedParser:
         self._lines: Iterator[str] = open(trees_path, encoding="utf-8")
         self._next_line = 1
 
-    def parse(self, sentences, first_line):
+    def parse(self, sentences, first_line, source):
         self._skip_to(first_line)
         trees = []
         for tokens in sentences:
             line = next(self._lines, None)
             if line is None:
-                raise TreeError(f"{self.trees_path}: has {self._next_line - 1} lines, fewer than the input")
+                raise TreeError(f"{self.trees_path} ends at line {self._next_line - 1} but the input "
+                                f"{source} goes on: fewer lines than the input")
             try:
                 trees.append(align(parse_tree(line), tokens))
             except TreeError as error:
-                raise located(error, self.trees_path, self._next_line) from None
+                raise located(f"{error} (input: {source}:{self._next_line})", self.trees_path,
+                              self._next_line) from None
             self._next_line += 1
         return trees
 

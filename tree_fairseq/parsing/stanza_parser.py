@@ -21,7 +21,7 @@ import torch
 from stanza.resources.common import (DEFAULT_MODEL_DIR, DEFAULT_RESOURCES_URL, get_language_resources,
                                      load_resources_json)
 
-from tree_fairseq.trees import Node, RawTree, Tree, TreeError, align, normalize
+from tree_fairseq.trees import Node, RawTree, Tree, TreeError, align, located, normalize
 
 # stanza.download adds mwt for a language that has it; a pipeline over
 # pretokenized text does not, see _load_pipeline.
@@ -47,9 +47,9 @@ class StanzaParser:
         if "constituency" not in self.pipeline.processors:
             raise ValueError(f"stanza has no constituency parser for language {lang!r}")
 
-    def parse(self, sentences: list[list[str]], first_line: int) -> list[Tree]:
+    def parse(self, sentences: list[list[str]], first_line: int, source: str) -> list[Tree]:
         document = self.pipeline([[html.unescape(token) for token in tokens] for tokens in sentences])
-        return document_trees(document, sentences, first_line)
+        return document_trees(document, sentences, first_line, source)
 
 
 def _load_pipeline(lang: str, model_dir: str, options: dict) -> stanza.Pipeline:
@@ -65,9 +65,10 @@ def _load_pipeline(lang: str, model_dir: str, options: dict) -> stanza.Pipeline:
                            logging_level="WARN", **options)
 
 
-def document_trees(document: stanza.Document, sentences: list[list[str]], first_line: int) -> list[Tree]:
+def document_trees(document: stanza.Document, sentences: list[list[str]], first_line: int,
+                   source: str) -> list[Tree]:
     """The trees of stanza's parsed ``document`` over the corpus tokens
-    ``sentences``, the input lines numbered from ``first_line``."""
+    ``sentences``, lines ``first_line``, ... of the file ``source``."""
     trees = []
     for i, (tokens, sentence) in enumerate(zip(sentences, document.sentences, strict=True)):
         try:
@@ -76,7 +77,7 @@ def document_trees(document: stanza.Document, sentences: list[list[str]], first_
                                     [[word.text for word in token.words] for token in sentence.tokens])
             trees.append(align(tree, tokens))
         except TreeError as error:
-            raise TreeError(f"line {first_line + i}: {error}") from None
+            raise located(error, source, first_line + i) from None
     return trees
 
 

@@ -1,0 +1,68 @@
+"""Shared fixtures: a tiny tree data-bin made with our own CLIs, and the
+optional ../shared data (tests that use it skip when it is absent)."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+from tree_fairseq.cli import parse as parse_cli
+from tree_fairseq.cli import preprocess as preprocess_cli
+from tree_fairseq.trees import trivial_tree
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+_SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su"]
+
+
+def shared_data(name: str) -> Path:
+    """A dataset of ../shared/data, or skip the test when it is not there."""
+    path = SHARED_DATA / name
+    if not path.exists():
+        pytest.skip(f"{path} is absent (../shared/data is only beside the repository in CI and dev machines)")
+    return path
+
+
+def write_corpus(directory: Path, split: str, num_sentences: int, seed: int, max_words: int = 12) -> None:
+    """``{split}.de`` (BPE'd with subword-nmt's ``@@ ``), ``{split}.en`` and
+    ``{split}.tree.de`` (balanced trees over the words) of a synthetic corpus
+    whose target is the source's words reversed, pieces joined."""
+    rng = random.Random(seed)
+    bpe_lines, target_lines, tree_lines = [], [], []
+    for _ in range(num_sentences):
+        words = ["".join(rng.choices(_SYLLABLES, k=rng.randint(1, 3))) for _ in range(rng.randint(1, max_words))]
+        pieces = [piece for word in words for piece in _pieces(word)]
+        bpe_lines.append(" ".join(pieces))
+        target_lines.append(" ".join(reversed(words)))
+        tree_lines.append(trivial_tree(words, "balanced").to_bracketed())
+    for suffix, lines in (("de", bpe_lines), ("en", target_lines), ("tree.de", tree_lines)):
+        (directory / f"{split}.{suffix}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def _pieces(word: str) -> list[str]:
+    """Two-letter pieces, all but the last marked with subword-nmt's ``@@``."""
+    parts = [word[i:i + 2] for i in range(0, len(word), 2)]
+    return [part + "@@" for part in parts[:-1]] + parts[-1:]
+
+
+def preprocess(text_dir: Path, destdir: Path, *extra: str) -> Path:
+    preprocess_cli.main([
+        "--source-lang", "de", "--target-lang", "en", "--trainpref", str(text_dir / "train"),
+        "--validpref", str(text_dir / "valid"), "--testpref", str(text_dir / "test"),
+        "--destdir", str(destdir), "--joined-dictionary", "--workers", "1", *extra,
+    ])
+    return destdir
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("tiny_corpus")
+    for split, size, seed in (("train", 300, 1), ("valid", 40, 2), ("test", 40, 3)):
+        write_corpus(directory, split, size, seed)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_databin(tiny_corpus, tmp_path_factory) -> Path:
+    """A tree data-bin (de -> en) of the tiny corpus, made by tree-fairseq-preprocess."""
+    return preprocess(tiny_corpus, tmp_path_factory.mktemp("tiny_databin") / "bin")

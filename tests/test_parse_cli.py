@@ -1,0 +1,116 @@
+"""tree-fairseq-parse: output format, bracketed alignment, errors, resumability."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tree_fairseq.cli import parse as parse_cli
+from tree_fairseq.parsing import TrivialParser
+from tree_fairseq.trees import parse_tree, trivial_tree
+
+TEXT = ["es ist diese pyramide .", "durch die muttermilch .", "ja ?", "&quot; ( das ) &quot; ist &apos;s ."]
+
+
+def run(tmp_path, *args):
+    parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees"), *args])
+    return (tmp_path / "trees").read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize("shape", ["balanced", "left", "right"])
+def test_trivial_trees_have_the_line_tokens_as_leaves(tmp_path, shape):
+    (tmp_path / "text").write_text("\n".join(TEXT) + "\n", encoding="utf-8")
+    lines = run(tmp_path, "--parser", shape)
+    assert len(lines) == len(TEXT)
+    for line, text in zip(lines, TEXT):
+        tree = parse_tree(line)
+        assert " ".join(tree.leaves).replace("-LRB-", "(").replace("-RRB-", ")") == text
+        assert tree == trivial_tree(list(tree.leaves), shape)
+    assert not (tmp_path / "trees.parts").exists()
+
+
+def test_bracketed_parser_output_is_aligned_to_the_corpus_tokens(tmp_path):
+    (tmp_path / "text").write_text("it &apos;s ( ok ) .\ni don&apos;t know\n", encoding="utf-8")
+    (tmp_path / "parsed").write_text(
+        "(ROOT (S (NP (PRP It)) (VP (VBZ 's) (-LRB- -LRB-) (JJ OK) (-RRB- -RRB-)) (. .)))\n"
+        "(ROOT (S (NP (PRP I)) (VP (VBP do) (RB n't) (VB know))))\n", encoding="utf-8")
+    lines = run(tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / "parsed"))
+    assert lines == ["(S it (VP &apos;s -LRB- ok -RRB-) .)", "(S i (VP don&apos;t know))"]
+
+
+def _error(capsys, tmp_path, *args):
+    with pytest.raises(SystemExit) as exit_info:
+        run(tmp_path, *args)
+    return str(exit_info.value.code)
+
+
+def test_errors_name_file_and_line(tmp_path, capsys):
+    (tmp_path / "text").write_text("a b\nc d\n", encoding="utf-8")
+    (tmp_path / "parsed").write_text("(S a b)\n(S c e)\n", encoding="utf-8")
+    message = _error(capsys, tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / "parsed"))
+    assert f"{tmp_path / 'parsed'}:2:" in message and "leaf 2 is 'e' but token 2 is 'd'" in message
+    (tmp_path / "parsed").write_text("(S a b)\nnull\n", encoding="utf-8")
+    assert f"{tmp_path / 'parsed'}:2: not a bracketed tree" in _error(
+        capsys, tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / "parsed"))
+    (tmp_path / "parsed").write_text("(S a b)\n", encoding="utf-8")
+    assert "fewer lines than the input" in _error(
+        capsys, tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / "parsed"))
+    (tmp_path / "text").write_text("a b\n\nc d\n", encoding="utf-8")
+    assert f"{tmp_path / 'text'}:2: empty line" in _error(capsys, tmp_path, "--parser", "balanced")
+    assert "needs --trees" in _error(capsys, tmp_path, "--parser", "bracketed")
+
+
+def test_interrupted_run_resumes_without_redoing_finished_chunks(tmp_path, monkeypatch):
+    text = [f"w{i} x{i} y{i}" for i in range(10)]
+    (tmp_path / "text").write_text("\n".join(text) + "\n", encoding="utf-8")
+    calls = []
+
+    class Interrupted(Exception):
+        pass
+
+    class CountingParser(TrivialParser):
+        def __init__(self, fail_at):
+            super().__init__("balanced")
+            self.fail_at = fail_at
+
+        def parse(self, sentences, first_line, source):
+            calls.append(first_line)
+            if first_line == self.fail_at:
+                raise Interrupted
+            return super().parse(sentences, first_line, source)
+
+    args = ["--parser", "balanced", "--chunk-size", "3"]
+    monkeypatch.setattr(parse_cli, "make_parser", lambda *a, **k: CountingParser(fail_at=7))
+    with pytest.raises(Interrupted):
+        run(tmp_path, *args)
+    assert calls == [1, 4, 7]
+    assert not (tmp_path / "trees").exists()
+    calls.clear()
+    monkeypatch.setattr(parse_cli, "make_parser", lambda *a, **k: CountingParser(fail_at=None))
+    lines = run(tmp_path, *args)
+    assert calls == [7, 10]  # chunks 1-3 and 4-6 were kept
+    assert lines == [trivial_tree(t.split(), "balanced").to_bracketed() for t in text]
+
+
+def test_chunks_of_a_run_with_other_input_are_discarded(tmp_path, capsys):
+    (tmp_path / "text").write_text("a b\n", encoding="utf-8")
+    (tmp_path / "trees.parts").mkdir()
+    (tmp_path / "trees.parts" / "manifest.json").write_text('{"input": "elsewhere"}', encoding="utf-8")
+    (tmp_path / "trees.parts" / "00000000.trees").write_text("(X stale tree)\n", encoding="utf-8")
+    assert run(tmp_path, "--parser", "balanced") == ["(X a b)"]
+    assert "discarding them" in capsys.readouterr().err
+
+
+def test_stanza_without_models_stops_with_the_fetch_command(tmp_path, monkeypatch):
+    from tree_fairseq.parsing import stanza_parser
+
+    monkeypatch.setattr(stanza_parser, "DEFAULT_RESOURCES_URL", "http://127.0.0.1:9")
+    (tmp_path / "text").write_text("a b\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"stanza.download\('de'"):
+        run(tmp_path, "--parser", "stanza", "--lang", "de", "--model-dir", str(tmp_path / "models"))
+
+
+def test_console_script_help():
+    result = subprocess.run([sys.executable, "-m", "tree_fairseq.cli.parse", "--help"],
+                            capture_output=True, text=True, check=True)
+    assert "--parser {stanza,bracketed,balanced,left,right}" in result.stdout

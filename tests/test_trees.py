@@ -1,0 +1,179 @@
+"""trees/: reading, normal form, alignment, subword subtrees, trivial trees, tensors."""
+
+import random
+
+import pytest
+import torch
+
+from conftest import shared_data
+from tree_fairseq.trees import (
+    Node, Tree, TreeError, align, canonical, expand_subwords, group_pieces, node_tensors,
+    parse_tree, read_bracketed, trivial_tree,
+)
+
+
+def spans(tree):
+    return [(node.label, node.start, node.end) for node in tree.nodes]
+
+
+PTB_LINE = ("( (S (NP-SBJ-1 (NNP Mr.) (NNP Vinken) ) (VP (VBZ is) (VP (VBN named) (S (NP-SBJ (-NONE- *-1) ) "
+            "(NP-PRD (NP (NN chairman) ) (PP (IN of) (NP (NNP Elsevier) (-LRB- -LRB-) (NNP N.V.) (-RRB- -RRB-) )))))) (. .) ))")
+
+
+def test_ptb_line_reads_to_the_normal_form():
+    tree = parse_tree(PTB_LINE)
+    assert tree.leaves == ("Mr.", "Vinken", "is", "named", "chairman", "of", "Elsevier", "-LRB-", "N.V.",
+                           "-RRB-", ".")
+    # traces gone, tags stripped, the unary chain S > NP-PRD left by the trace collapsed to one
+    # node per span (the upper label), preterminals and one-word NPs dropped, bottom-up order.
+    assert spans(tree) == [("NP", 0, 1), ("NP", 6, 9), ("PP", 5, 9), ("S", 4, 9), ("VP", 3, 9),
+                           ("VP", 2, 9), ("S", 0, 10)]
+    tree.check()
+
+
+def test_stanza_style_root_and_several_trees_on_a_line():
+    assert spans(parse_tree("(ROOT (S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)))")) == [
+        ("NP", 0, 1), ("S", 0, 3)]
+    # a multi-sentence line gets an explicit root over its trees
+    assert spans(parse_tree("(ROOT (S (NP a) (VP b c))) (ROOT (S d e))")) == [
+        ("VP", 1, 2), ("S", 0, 2), ("S", 3, 4), ("ROOT", 0, 4)]
+
+
+def test_unary_chain_keeps_the_uppermost_real_label():
+    assert spans(parse_tree("( (S (VP (VB go) (ADVP (RB now)))) )")) == [("S", 0, 1)]
+    assert spans(parse_tree("(TOP (NP (NP a b)))")) == [("NP", 0, 1)]
+
+
+@pytest.mark.parametrize("line, message", [
+    ("", "empty line"),
+    ("   \n", "empty line"),
+    ("null", "not a bracketed tree"),
+    ("(S (NP a b)", "unbalanced brackets"),
+    ("(S a b))", "unbalanced brackets"),
+    ("(S a) b", "text outside brackets"),
+    ("(S (NP) a)", "empty bracket pair"),
+    ("(S (-NONE- *T*-1))", "no words"),
+])
+def test_unreadable_lines_raise_tree_errors(line, message):
+    with pytest.raises(TreeError, match=message):
+        parse_tree(line)
+
+
+def random_tree(rng, n):
+    """A random tree with 2-4 children per node over leaves w0..w{n-1}."""
+    def build(start, end):
+        if end == start:
+            return f"w{start}"
+        cuts = sorted(rng.sample(range(start + 1, end + 1), min(rng.randint(1, 3), end - start)))
+        bounds = [start] + cuts + [end + 1]
+        return "(" + rng.choice("SNV") + " " + " ".join(build(a, b - 1) for a, b in zip(bounds, bounds[1:])) + ")"
+    return build(0, n - 1)
+
+
+def test_bracketed_output_reads_back_to_the_same_tree():
+    rng = random.Random(0)
+    for _ in range(200):
+        tree = parse_tree("(S " + random_tree(rng, rng.randint(1, 30)) + ")")
+        tree.check()
+        assert parse_tree(tree.to_bracketed()) == tree
+    with_brackets = Tree(("(", "a", ")"), (Node("X", 0, 2),))
+    assert with_brackets.to_bracketed() == "(X -LRB- a -RRB-)"
+
+
+def test_check_finds_broken_trees():
+    for nodes in [(Node("X", 0, 1), Node("Y", 0, 1), Node("R", 0, 2)),  # shared span
+                  (Node("X", 0, 1), Node("Y", 1, 2), Node("R", 0, 2)),  # crossing
+                  (Node("X", 0, 1),),  # no root
+                  (Node("X", 1, 1), Node("R", 0, 2))]:  # one-leaf node
+        with pytest.raises(TreeError):
+            Tree(("a", "b", "c"), nodes).check()
+
+
+def test_alignment_undoes_moses_and_ptb_escapes_and_case():
+    tree = parse_tree("(S (NP (PRP It)) (VP (VBZ 's) (`` ``) (-LRB- -LRB-) (NN OK) (-RRB- -RRB-) ('' '') (CC &) (NN co)))")
+    tokens = "it &apos;s &quot; ( ok ) &quot; &amp; co".split()
+    aligned = align(tree, tokens)
+    assert aligned.leaves == tuple(tokens)
+    assert spans(aligned) == [("VP", 1, 8), ("S", 0, 8)]
+    assert canonical("&#91;") == "[" and canonical("-LCB-") == "{" and canonical("\u201cHi") == '"hi'
+
+
+def test_alignment_moves_spans_when_the_parser_split_or_merged_tokens():
+    split = align(parse_tree("(S (NP (PRP I)) (VP (VBP do) (RB n't) (VB go)))"), "i don&apos;t go".split())
+    assert spans(split) == [("VP", 1, 2), ("S", 0, 2)]
+    merged = align(parse_tree("(S (NP (PRP I)) (VP (VBP don't) (VB go)))"), "i do n&apos;t go".split())
+    assert spans(merged) == [("VP", 1, 3), ("S", 0, 3)]
+    merged.check()
+
+
+def test_alignment_failure_names_the_first_difference():
+    with pytest.raises(TreeError, match="leaf 2 is 'dog' but token 2 is 'cat'"):
+        align(parse_tree("(S (NP the dog) (VP barks))"), "the cat barks".split())
+    with pytest.raises(TreeError, match="3 leaves but 2 tokens"):
+        align(parse_tree("(S (NP the dog) (VP barks))"), "the dog".split())
+
+
+def test_subword_nmt_pieces_become_subtrees():
+    tree = parse_tree("(S (NP the doghouse) (VP barks))")
+    pieces = "the dog@@ hou@@ se bar@@ ks".split()
+    assert group_pieces(pieces, "subword_nmt") == [("the", 0, 0), ("doghouse", 1, 3), ("barks", 4, 5)]
+    expanded = expand_subwords(tree, pieces, "subword_nmt")
+    assert expanded.leaves == tuple(pieces)
+    assert spans(expanded) == [("@BPE", 1, 3), ("NP", 0, 3), ("@BPE", 4, 5), ("S", 0, 5)]
+    expanded.check()
+    assert spans(expand_subwords(parse_tree("(X word)"), ["wo@@", "rd"], "subword_nmt")) == [("@BPE", 0, 1)]
+
+
+def test_sentencepiece_pieces_become_subtrees():
+    tree = parse_tree("(S (NP the doghouse) (VP barks ,))")
+    pieces = "\u2581the \u2581dog house \u2581barks \u2581 ,".split()
+    expanded = expand_subwords(tree, pieces, "sentencepiece")
+    assert spans(expanded) == [("@BPE", 1, 2), ("NP", 0, 2), ("@BPE", 4, 5), ("VP", 3, 5), ("S", 0, 5)]
+
+
+def test_pieces_that_do_not_spell_the_leaves_are_an_error():
+    with pytest.raises(TreeError, match="word 2 is 'dogs' in the pieces but 'dog' in the tree"):
+        expand_subwords(parse_tree("(S the dog)"), "the do@@ gs".split(), "subword_nmt")
+
+
+@pytest.mark.parametrize("shape, expected", [
+    ("balanced", [(0, 1), (0, 2), (3, 4), (0, 4)]),
+    ("left", [(0, 1), (0, 2), (0, 3), (0, 4)]),
+    ("right", [(3, 4), (2, 4), (1, 4), (0, 4)]),
+])
+def test_trivial_trees(shape, expected):
+    tree = trivial_tree(list("abcde"), shape)
+    assert [(node.start, node.end) for node in tree.nodes] == expected
+    tree.check()
+    assert trivial_tree(["a"], shape).nodes == ()
+
+
+def test_node_tensors():
+    tree = parse_tree("(S (NP a b) (VP c d))")
+    labels, node_spans = node_tensors(tree, {"NP": 5, "VP": 6, "S": 7}.__getitem__)
+    assert labels.tolist() == [5, 6, 7]
+    assert node_spans.tolist() == [[0, 1], [2, 3], [0, 3]]
+    labels, node_spans = node_tensors(parse_tree("(X a)"), len)
+    assert labels.shape == (0,) and node_spans.shape == (0, 2) and node_spans.dtype == torch.long
+
+
+def test_all_ptb_sample_trees_normalise():
+    path = shared_data("ptb-sample") / "wsj_0001-0199.mrg.txt"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3914
+    for number, line in enumerate(lines, start=1):
+        raw = read_bracketed(line)
+        words = [w for t in raw for w in _words_without_traces(t)]
+        tree = parse_tree(line)
+        assert list(tree.leaves) == words, f"line {number}"
+        tree.check()
+        assert all(node.width >= 2 for node in tree.nodes)
+        assert len(tree.nodes) <= len(tree.leaves) - 1
+
+
+def _words_without_traces(raw):
+    if raw.is_word:
+        return [raw.label]
+    if raw.label == "-NONE-":
+        return []
+    return [w for child in raw.children for w in _words_without_traces(child)]
