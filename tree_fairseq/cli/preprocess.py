@@ -54,7 +54,7 @@ def get_parser():
 def main(argv=None):
     args = get_parser().parse_args(argv)
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-                        level=logging.INFO, stream=sys.stdout)
+                        level=logging.INFO, stream=sys.stdout, force=True)
     try:
         run(args)
     except (TreeError, ValueError, FileNotFoundError) as error:

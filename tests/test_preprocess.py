@@ -1,0 +1,136 @@
+"""tree-fairseq-preprocess and the tree_translation task's batches."""
+
+import filecmp
+import logging
+import shutil
+
+import numpy as np
+import pytest
+from fairseq import options
+from fairseq_cli import preprocess as fairseq_preprocess
+
+from conftest import preprocess
+from tree_fairseq.tasks import TreeTranslationConfig, TreeTranslationTask
+from tree_fairseq.trees import expand_subwords, parse_tree
+
+
+def test_text_part_is_what_fairseq_preprocess_writes(tiny_corpus, tiny_databin, tmp_path):
+    args = options.get_preprocessing_parser().parse_args([
+        "--source-lang", "de", "--target-lang", "en", "--trainpref", str(tiny_corpus / "train"),
+        "--validpref", str(tiny_corpus / "valid"), "--testpref", str(tiny_corpus / "test"),
+        "--destdir", str(tmp_path), "--joined-dictionary", "--workers", "1"])
+    fairseq_preprocess.main(args)
+    fairseq_files = sorted(p.name for p in tmp_path.iterdir() if p.name != "preprocess.log")
+    assert len(fairseq_files) == 14
+    _, mismatch, errors = filecmp.cmpfiles(tmp_path, tiny_databin, fairseq_files, shallow=False)
+    assert mismatch == [] and errors == []
+
+
+def load_task(databin, **overrides):
+    cfg = TreeTranslationConfig(data=str(databin), source_lang="de", target_lang="en", dataset_impl="mmap",
+                                required_seq_len_multiple=1, **overrides)
+    task = TreeTranslationTask.setup_task(cfg)
+    task.load_dataset("valid")
+    return task
+
+
+def expected_trees(corpus, split):
+    texts = (corpus / f"{split}.de").read_text(encoding="utf-8").splitlines()
+    trees = (corpus / f"{split}.tree.de").read_text(encoding="utf-8").splitlines()
+    return [expand_subwords(parse_tree(tree), text.split(), "subword_nmt") for text, tree in zip(texts, trees)]
+
+
+@pytest.mark.parametrize("left_pad", [True, False])
+def test_batches_carry_trees_over_the_bpe_leaves(tiny_corpus, tiny_databin, left_pad):
+    task = load_task(tiny_databin, left_pad_source=left_pad)
+    trees = expected_trees(tiny_corpus, "valid")
+    dataset = task.dataset("valid")
+    batches = task.get_batch_iterator(dataset, max_tokens=200).next_epoch_itr(shuffle=False)
+    seen = 0
+    pad, eos = task.src_dict.pad(), task.src_dict.eos()
+    for batch in batches:
+        net_input = batch["net_input"]
+        tokens, spans, labels = net_input["src_tokens"], net_input["src_node_spans"], net_input["src_node_labels"]
+        assert net_input["src_node_padding_mask"].equal(labels.eq(task.node_dictionary.pad()))
+        for b, sentence in enumerate(batch["id"].tolist()):
+            tree = trees[sentence]
+            leaves = tokens[b][tokens[b].ne(pad)]
+            assert leaves[-1] == eos
+            assert [task.src_dict[t] for t in leaves[:-1]] == list(tree.leaves)
+            first = (tokens.size(1) - len(leaves)) if left_pad else 0
+            m = len(tree.nodes)
+            assert [task.node_dictionary[x] for x in labels[b, :m]] == [node.label for node in tree.nodes]
+            assert spans[b, :m].tolist() == [[node.start + first, node.end + first] for node in tree.nodes]
+            # padded nodes lie outside every span and are masked
+            assert (spans[b, m:] == -1).all() and net_input["src_node_padding_mask"][b, m:].all()
+            seen += 1
+    assert seen == len(trees) == 40
+
+
+def test_max_tokens_counts_leaves_and_nodes(tiny_databin):
+    dataset = load_task(tiny_databin).dataset("valid")
+    for i in range(len(dataset)):
+        pair = dataset.dataset
+        assert dataset.num_tokens(i) == max(pair.src_sizes[i] + len(dataset.node_labels[i]), pair.tgt_sizes[i])
+    indices = dataset.ordered_indices()
+    for batch in dataset.batch_by_size(indices, max_tokens=60):
+        assert len(batch) * max(dataset.num_tokens(i) for i in batch) <= 60 or len(batch) == 1
+    assert dataset.num_tokens_vec(np.arange(3)).tolist() == [dataset.num_tokens(i) for i in range(3)]
+
+
+def test_too_long_sentences_get_fairseqs_usual_treatment(tiny_databin, caplog):
+    task = load_task(tiny_databin)
+    dataset = task.dataset("valid")
+    too_long = int((dataset.dataset.src_sizes > 10).sum())
+    assert too_long > 0
+    indices = dataset.ordered_indices()
+    with caplog.at_level(logging.WARNING):
+        kept = task.filter_indices_by_size(indices, dataset, max_positions=(10, 1024), ignore_invalid_inputs=True)
+    assert len(kept) == len(indices) - too_long
+    assert f"{too_long} samples have invalid sizes and will be skipped" in caplog.text
+    with pytest.raises(Exception, match="invalid"):
+        task.filter_indices_by_size(indices, dataset, max_positions=(10, 1024), ignore_invalid_inputs=False)
+
+
+def test_truncate_source_is_refused(tiny_databin):
+    with pytest.raises(ValueError, match="truncate-source"):
+        load_task(tiny_databin, truncate_source=True)
+
+
+def _broken_corpus(tiny_corpus, tmp_path, name, line_number, replacement):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(tiny_corpus, corpus)
+    lines = (corpus / name).read_text(encoding="utf-8").splitlines()
+    if replacement is None:
+        del lines[line_number - 1]
+    else:
+        lines[line_number - 1] = replacement
+    (corpus / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return corpus
+
+
+@pytest.mark.parametrize("name, line, replacement, message", [
+    ("valid.tree.de", 3, "(X (X a b)", "valid.tree.de:3: unbalanced brackets"),
+    ("valid.tree.de", 4, "", "valid.tree.de:4: empty line"),
+    ("valid.tree.de", 5, "null", "valid.tree.de:5: not a bracketed tree"),
+    ("valid.tree.de", 6, "(X (X zz yy) xx)", "valid.de:6: tree leaves do not match the tokens"),
+    ("train.de", 7, "ka@@ lo", "train.de:7: tree leaves do not match the tokens"),
+    ("test.tree.de", 40, None, "test.tree.de ended at line 39"),
+    ("test.en", 1, None, "test.en ended at line 39"),
+])
+def test_bad_input_stops_with_file_and_line(tiny_corpus, tmp_path, name, line, replacement, message):
+    corpus = _broken_corpus(tiny_corpus, tmp_path, name, line, replacement)
+    with pytest.raises(SystemExit) as exit_info:
+        preprocess(corpus, tmp_path / "bin")
+    assert message in str(exit_info.value.code)
+
+
+def test_unseen_labels_in_valid_are_counted(tiny_corpus, tmp_path, capsys):
+    trees = (tiny_corpus / "valid.tree.de").read_text(encoding="utf-8").splitlines()
+    line = next(i for i, tree in enumerate(trees) if len(parse_tree(tree).leaves) > 1)
+    relabelled = "(NEWLABEL " + " ".join(parse_tree(trees[line]).leaves) + ")"
+    corpus = _broken_corpus(tiny_corpus, tmp_path, "valid.tree.de", line + 1, relabelled)
+    preprocess(corpus, tmp_path / "bin")
+    assert "valid: 1 nodes have labels unseen in train, mapped to <unk>: {'NEWLABEL': 1}" in capsys.readouterr().out
+    task = load_task(tmp_path / "bin")
+    assert task.dataset("valid").node_labels[line].tolist()[-1] == task.node_dictionary.unk()  # the root
