@@ -1,0 +1,286 @@
+"""The ``tree_transformer`` model: options and architectures, batch invariance of the encoder and
+of generation, incremental decoding against the full forward pass, the Table 3 ablations, bf16
+autocast, and fairseq-train + fairseq-generate end to end on the tiny data-bin."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from fairseq import options, tasks
+from fairseq.modules import MultiheadAttention
+from fairseq.sequence_generator import SequenceGenerator
+
+import tree_fairseq
+from tree_fairseq.models.tree_transformer import TreeEncoderAttention, TreeTransformerModel
+
+USER_DIR = str(Path(tree_fairseq.__file__).parent)
+MAX_LEN = 12  # fixed (max_len_a = 0) so that a batch's longest source does not change it
+
+
+def parse(databin, *flags, arch="tree_transformer_tiny"):
+    parser = options.get_training_parser()
+    return options.parse_args_and_arch(parser, [
+        str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", arch, "--cpu", *flags,
+    ])
+
+
+def build(databin, *flags, left_pad_source=True, seed=1):
+    """The tiny model (eval mode) and its task with the test split loaded."""
+    args = parse(databin, *flags)
+    args.left_pad_source = left_pad_source
+    task = tasks.setup_task(args)
+    task.load_dataset("test")
+    torch.manual_seed(seed)
+    return task, task.build_model(args).eval()
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_databin):
+    return build(tiny_databin)
+
+
+def by_length(task):
+    """Test-split indices, shortest source (leaves + nodes) first."""
+    dataset = task.dataset("test")
+    return sorted(range(len(dataset)), key=lambda i: (dataset.num_tokens(i), i))
+
+
+def collate(task, indices):
+    dataset = task.dataset("test")
+    return dataset.collater([dataset[i] for i in indices])
+
+
+def row_of(batch, index):
+    return batch["id"].tolist().index(index)
+
+
+def generate(model, task, sample, beam):
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_a=0, max_len_b=MAX_LEN)
+    with torch.no_grad():
+        return generator.generate([model], sample)
+
+
+# Options and architectures
+
+
+def test_options_are_in_the_model_help():
+    parser = options.get_training_parser()
+    TreeTransformerModel.add_args(parser)
+    text = parser.format_help()
+    for flag in ("--hier-embed-size", "--no-hier-embed", "--no-subtree-mask", "--no-tree-cross-attention",
+                 "--share-all-embeddings", "--share-decoder-input-output-embed", "--encoder-normalize-before"):
+        assert flag in text
+
+
+@pytest.mark.parametrize("arch, dims", [
+    ("tree_transformer_iwslt_de_en", (512, 1024, 4, 6, 6, 0.1)),
+    ("tree_transformer_wmt_en_de", (512, 2048, 8, 6, 6, 0.1)),
+    ("tree_transformer_wmt_en_de_big", (1024, 4096, 16, 6, 6, 0.3)),
+    ("tree_transformer_tiny", (32, 64, 4, 2, 2, 0.1)),
+])
+def test_architectures_set_defaults(tiny_databin, arch, dims):
+    args = parse(tiny_databin, arch=arch)
+    got = (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads,
+           args.encoder_layers, args.decoder_layers, args.dropout)
+    assert got == dims
+    assert (args.decoder_embed_dim, args.decoder_attention_heads) == (dims[0], dims[2])
+    assert (args.hier_embed_size, args.no_hier_embed, args.no_subtree_mask, args.no_tree_cross_attention) == (
+        100, False, False, False)
+    # a command-line value wins over the architecture's default
+    assert parse(tiny_databin, "--hier-embed-size", "7", arch=arch).hier_embed_size == 7
+
+
+def test_node_labels_have_their_own_table(tiny):
+    task, model = tiny
+    assert model.encoder.embed_node_labels.num_embeddings == len(task.node_dictionary)
+    assert model.encoder.embed_node_labels.padding_idx == task.node_dictionary.pad()
+    assert model.decoder.output_projection.out_features == len(task.target_dictionary)
+    tables = {id(model.encoder.embed_tokens), id(model.decoder.embed_tokens)}
+    assert id(model.encoder.embed_node_labels) not in tables
+    assert model.encoder.layers[0].self_attn.hierarchical_embedding.vertical.size(0) == 100
+
+
+def test_embedding_sharing_flags(tiny_databin):
+    task, model = build(tiny_databin, "--share-all-embeddings")
+    assert model.encoder.embed_tokens is model.decoder.embed_tokens
+    assert model.decoder.output_projection.weight is model.decoder.embed_tokens.weight
+    assert model.encoder.embed_node_labels.num_embeddings == len(task.node_dictionary)
+    _, model = build(tiny_databin, "--share-decoder-input-output-embed")
+    assert model.encoder.embed_tokens is not model.decoder.embed_tokens
+    assert model.decoder.output_projection.weight is model.decoder.embed_tokens.weight
+
+
+# Batch invariance
+
+
+@pytest.mark.parametrize("left_pad_source", [True, False])
+def test_encoder_output_is_batch_invariant(tiny_databin, left_pad_source):
+    task, model = build(tiny_databin, left_pad_source=left_pad_source)
+    order = by_length(task)
+    longest = order[-3:]
+    with torch.no_grad():
+        for index in order[:4]:  # includes a sentence without nodes
+            alone = collate(task, [index])
+            batch = collate(task, [index, *longest])
+            row = row_of(batch, index)
+            out_alone = model.encoder.forward_torchscript(alone["net_input"])
+            out_batch = model.encoder.forward_torchscript(batch["net_input"])
+            leaves = ~out_batch["encoder_padding_mask"][0][row]
+            assert leaves.sum() == alone["net_input"]["src_tokens"].size(1) < leaves.numel()
+            torch.testing.assert_close(
+                out_batch["encoder_out"][0][leaves, row], out_alone["encoder_out"][0][:, 0], atol=1e-5, rtol=0)
+            m = alone["net_input"]["src_node_labels"].size(1)
+            assert batch["net_input"]["src_node_padding_mask"][row, m:].all()
+            torch.testing.assert_close(
+                out_batch["encoder_nodes"][0][:m, row], out_alone["encoder_nodes"][0][:, 0], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_generation_is_batch_invariant(tiny, beam):
+    task, model = tiny
+    order = by_length(task)
+    for index in order[1:3]:
+        alone = generate(model, task, collate(task, [index]), beam)[0]
+        batch = collate(task, [index, *order[-3:]])
+        batched = generate(model, task, batch, beam)[row_of(batch, index)]
+        assert len(alone) == len(batched) == beam
+        for hypo_alone, hypo_batched in zip(alone, batched):
+            assert hypo_alone["tokens"].tolist() == hypo_batched["tokens"].tolist()
+            torch.testing.assert_close(hypo_alone["positional_scores"], hypo_batched["positional_scores"],
+                                       atol=1e-5, rtol=0)
+
+
+# Incremental decoding
+
+
+def test_incremental_decoding_matches_full_forward(tiny, monkeypatch):
+    task, model = tiny
+    batch = collate(task, by_length(task)[10:13])
+    net_input = batch["net_input"]
+    prev = net_input["prev_output_tokens"]
+    computed = []
+    tree_memory = TreeEncoderAttention.tree_memory
+
+    def counted_tree_memory(self, *args):
+        computed.append(self)
+        return tree_memory(self, *args)
+
+    monkeypatch.setattr(TreeEncoderAttention, "tree_memory", counted_tree_memory)
+    with torch.no_grad():
+        full = model(**net_input)[0]  # (B, T, V)
+        computed.clear()
+        encoder_out = model.encoder.forward_torchscript(net_input)  # as the generator calls it
+        state, rows, reordered, compared = {}, torch.arange(prev.size(0)), False, 0
+        for t in range(prev.size(1)):
+            if t == 3:  # a beam step: sentence 1 continues twice, sentence 2 once, sentence 0 is dropped
+                new_order = torch.tensor([1, 2, 1])
+                model.decoder.reorder_incremental_state_scripting(state, new_order)
+                encoder_out = model.encoder.reorder_encoder_out(encoder_out, new_order)
+                rows, reordered = rows[new_order], True
+            step = model.decoder(prev[rows, : t + 1], encoder_out=encoder_out, incremental_state=state)[0]
+            real = prev[rows, t].ne(task.target_dictionary.pad())  # right-padded targets
+            torch.testing.assert_close(step[real, -1], full[rows[real], t], atol=1e-5, rtol=1e-5)
+            compared += int(real.sum())
+    assert reordered and compared > 3 * 4
+    # the accumulated source is computed once per layer, not once per step
+    assert sorted(map(id, computed)) == sorted(id(layer.encoder_attn) for layer in model.decoder.layers)
+
+
+def test_beam_search_scores_equal_full_sequence_scores(tiny):
+    task, model = tiny
+    batch = collate(task, by_length(task)[20:24])
+    hypos = generate(model, task, batch, beam=3)
+    eos = task.target_dictionary.eos()
+    checked = 0
+    with torch.no_grad():
+        for row, sentence_hypos in enumerate(hypos):
+            sentence = {k: v[row : row + 1] for k, v in batch["net_input"].items() if k != "prev_output_tokens"}
+            for hypo in sentence_hypos:
+                tokens = hypo["tokens"].unsqueeze(0)
+                prev = torch.cat([tokens.new_full((1, 1), eos), tokens[:, :-1]], dim=1)
+                logits = model(**sentence, prev_output_tokens=prev)[0]
+                scores = torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens.unsqueeze(-1)).view(-1)
+                torch.testing.assert_close(scores, hypo["positional_scores"], atol=1e-4, rtol=0)
+                checked += 1
+    assert checked == 4 * 3
+
+
+# Ablations and precision
+
+
+@pytest.mark.parametrize("flag", ["--no-hier-embed", "--no-subtree-mask", "--no-tree-cross-attention"])
+def test_ablations_build_and_run(tiny_databin, tiny, flag):
+    task, model = build(tiny_databin, flag)
+    encoder_attention = model.encoder.layers[0].self_attn
+    cross_attention = model.decoder.layers[0].encoder_attn
+    if flag == "--no-hier-embed":
+        assert encoder_attention.hierarchical_embedding is None and cross_attention.hierarchical_embedding is None
+    elif flag == "--no-subtree-mask":
+        assert not encoder_attention.subtree_masking
+    else:
+        assert type(cross_attention) is MultiheadAttention
+    # The ablated model with the full model's parameters: only the ablated computation differs.
+    default = tiny[1]
+    assert model.load_state_dict(default.state_dict(), strict=False).missing_keys == []
+    batch = collate(task, by_length(task)[-4:])
+    with torch.no_grad():
+        assert not torch.allclose(model(**batch["net_input"])[0], default(**batch["net_input"])[0], atol=1e-3)
+    hypos = generate(model, task, batch, beam=3)
+    assert all(len(h) == 3 and h[0]["tokens"][-1] == task.target_dictionary.eos() for h in hypos)
+
+    model.train()
+    logits = model(**batch["net_input"])[0]
+    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["target"].flatten(),
+                                             ignore_index=task.target_dictionary.pad())
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert model.encoder.embed_tokens.weight.grad.abs().sum() > 0
+    assert model.decoder.layers[0].encoder_attn.q_proj.weight.grad.abs().sum() > 0
+
+
+def test_pre_norm_builds_and_runs(tiny_databin):
+    task, model = build(tiny_databin, "--encoder-normalize-before", "--decoder-normalize-before")
+    assert model.encoder.layer_norm is not None and model.encoder.layers[0].normalize_before
+    batch = collate(task, by_length(task)[-4:])
+    with torch.no_grad():
+        assert torch.isfinite(model(**batch["net_input"])[0]).all()
+
+
+def test_bf16_autocast_forward_has_no_nan(tiny):
+    task, model = tiny
+    batch = collate(task, by_length(task)[-6:])
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        encoder_out = model.encoder.forward_torchscript(batch["net_input"])
+        logits = model(**batch["net_input"])[0]
+    assert logits.dtype == torch.bfloat16
+    assert torch.isfinite(logits).all()
+    assert torch.isfinite(encoder_out["encoder_out"][0]).all() and torch.isfinite(encoder_out["encoder_nodes"][0]).all()
+
+
+# End to end
+
+
+def test_fairseq_train_and_generate(tiny_databin, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
+    common = [str(tiny_databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--cpu", "--num-workers", "0"]
+    train = subprocess.run([
+        sys.executable, "-m", "fairseq_cli.train", *common, "--arch", "tree_transformer_tiny",
+        "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500",
+        "--max-update", "4", "--save-dir", str(tmp_path), "--no-epoch-checkpoints", "--no-save-optimizer-state",
+        "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+    ], env=env, capture_output=True, text=True)
+    assert train.returncode == 0, train.stderr[-3000:]
+    assert (tmp_path / "checkpoint_last.pt").exists()
+
+    generate_run = subprocess.run([
+        sys.executable, "-m", "fairseq_cli.generate", *common, "--path", str(tmp_path / "checkpoint_last.pt"),
+        "--gen-subset", "test", "--beam", "3", "--batch-size", "16", "--max-len-a", "0", "--max-len-b", "10",
+    ], env=env, capture_output=True, text=True)
+    assert generate_run.returncode == 0, generate_run.stderr[-3000:]
+    hypotheses = re.findall(r"^H-(\d+)\t", generate_run.stdout, flags=re.M)
+    assert sorted(map(int, hypotheses)) == list(range(40))
+    assert "Generate test with beam=3: BLEU4" in generate_run.stdout

@@ -1,0 +1,374 @@
+"""The Tree Transformer of Nguyen et al. (ICLR 2020, "Tree-structured Attention with Hierarchical
+Accumulation", arXiv 2002.08046): the fairseq wiring of :mod:`tree_fairseq.modules.tree_attention`.
+
+Encoder (section 4.3, eqs. 12-20). The leaves are the source tokens, embedded as in fairseq's
+transformer (scaled token embeddings plus positional embeddings); the nodes are the node labels,
+embedded with their own table (the task's node dictionary, never the target vocabulary), scaled,
+without position. Each layer is ``φ`` of eqs. 19-20 over the sequence ``[N; L]``: tree
+self-attention (hierarchical accumulation of the values, eqs. 5-10; subtree mask, eq. 11), then
+residual, layer norm and a feed-forward network shared by nodes and leaves, pre- or post-norm as
+fairseq's ``--encoder-normalize-before``. The tree structure (:func:`build_tree_structure`) is
+built once per batch, shared by all encoder layers and handed to the decoder in ``encoder_out``.
+
+Decoder (section 4.4, eqs. 21-24). fairseq's transformer decoder whose encoder attention is the
+tree cross-attention over ``[N̄'; L]``; ``N̄'`` is accumulated from the encoder output with each
+layer's own weights. It does not depend on the target, so in incremental decoding every layer
+computes its :class:`TreeMemory` once per source batch, keeps it in the incremental state and
+reorders it with the beam. ``--no-tree-cross-attention`` keeps fairseq's decoder unchanged
+(attention over the leaves only). Note that under the subtree mask leaves attend to leaves only,
+so without tree cross-attention the nodes reach the decoder only with ``--no-subtree-mask``.
+
+Choices the paper leaves open, made here:
+
+- leaf weights ``w = L·u`` (eqs. 16, 23): one ``u`` per head, as in the modules;
+- hierarchical embeddings (eq. 9): every attention module, encoder and decoder, owns its tables
+  (``--hier-embed-size`` rows each, ``d_head / 2`` wide, shared by the heads of that module). They
+  are added to values projected by that layer's own ``W^V``, so a table shared across layers would
+  have to serve different value spaces; the cost is ``2 · size · d_head / 2`` parameters per layer;
+- node labels and tokens use the same embedding scale, ``layernorm_embedding`` and dropout; the
+  node-label table is never shared with the token tables, even with ``--share-all-embeddings``;
+- the cross-attention weights handed to fairseq (``attn``, used for ``--print-alignment``) are
+  the leaf columns of the head-averaged weights, so that they index source tokens as fairseq's
+  alignment code expects; ``TreeCrossAttention.attend`` averages over heads, so
+  ``--alignment-heads`` has no effect.
+"""
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+from fairseq.incremental_decoding_utils import FairseqIncrementalState
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerConfig,
+    TransformerDecoderBase,
+    TransformerEncoderBase,
+    TransformerModelBase,
+)
+from fairseq.models.transformer.transformer_legacy import (
+    base_architecture,
+    transformer_iwslt_de_en,
+    transformer_wmt_en_de,
+    transformer_wmt_en_de_big,
+)
+from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
+from torch import Tensor
+
+from tree_fairseq.modules.hierarchical_accumulation import TreeStructure, build_tree_structure
+from tree_fairseq.modules.tree_attention import (
+    TreeCrossAttention,
+    TreeMemory,
+    TreeSelfAttention,
+    key_padding_mask,
+)
+
+
+@dataclass
+class TreeTransformerConfig(TransformerConfig):
+    """fairseq's transformer options plus the Tree Transformer's (Table 3 ablations included)."""
+
+    hier_embed_size: int = field(
+        default=100,
+        metadata={"help": "rows of each hierarchical embedding table (vertical and horizontal, eq. 9); "
+                          "larger indices use the last row (default: 100)"},
+    )
+    no_hier_embed: bool = field(
+        default=False, metadata={"help": "no hierarchical embeddings: eq. 8 instead of eq. 10 (Table 3 ablation)"}
+    )
+    no_subtree_mask: bool = field(
+        default=False,
+        metadata={"help": "no subtree masking (eq. 11) in the encoder: every query sees every node and "
+                          "leaf (Table 3 ablation)"},
+    )
+    no_tree_cross_attention: bool = field(
+        default=False,
+        metadata={"help": "the decoder attends to the encoder's leaves with fairseq's attention instead of "
+                          "the tree cross-attention over nodes and leaves (eqs. 21-24)"},
+    )
+
+
+class TreeTransformerEncoderLayer(TransformerEncoderLayerBase):
+    """``φ`` of eqs. 19-20: tree self-attention over ``[N; L]``, then fairseq's residual, layer
+    norm and feed-forward network, applied to nodes and leaves alike."""
+
+    def build_self_attention(self, embed_dim, cfg):
+        return TreeSelfAttention(
+            embed_dim,
+            cfg.encoder.attention_heads,
+            subtree_masking=not cfg.no_subtree_mask,
+            dropout=cfg.attention_dropout,
+            hierarchical_embeddings=not cfg.no_hier_embed,
+            num_hierarchical_embeddings=cfg.hier_embed_size,
+        )
+
+    def forward(self, x: Tensor, structure: TreeStructure) -> Tensor:
+        """x: ``(B, m + n, C)``, nodes then leaves -> the same layout."""
+        num_nodes = structure.node_padding_mask.size(1)
+        residual = x
+        if self.normalize_before:
+            x = self.self_attn_layer_norm(x)
+        leaves, nodes = self.self_attn(x[:, num_nodes:], x[:, :num_nodes], structure)
+        x = self.residual_connection(self.dropout_module(torch.cat([nodes, leaves], dim=1)), residual)
+        if not self.normalize_before:
+            x = self.self_attn_layer_norm(x)
+
+        residual = x
+        if self.normalize_before:
+            x = self.final_layer_norm(x)
+        x = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(x))))
+        x = self.residual_connection(self.dropout_module(x), residual)
+        if not self.normalize_before:
+            x = self.final_layer_norm(x)
+        return x
+
+
+class TreeTransformerEncoder(TransformerEncoderBase):
+    """The tree encoder (eqs. 12-20); fairseq's transformer encoder for embeddings, positions,
+    dropout and the final layer norm.
+
+    Its output is fairseq's encoder dictionary (``encoder_out`` holds the leaves, ``(n, B, C)``)
+    plus ``encoder_nodes`` ``(m, B, C)`` and ``tree_structure`` (one :class:`TreeStructure`).
+    """
+
+    def __init__(self, cfg, dictionary, embed_tokens, embed_node_labels):
+        super().__init__(cfg, dictionary, embed_tokens)
+        self.embed_node_labels = embed_node_labels
+
+    def build_encoder_layer(self, cfg):
+        return TreeTransformerEncoderLayer(cfg)
+
+    def forward_node_embedding(self, src_node_labels: Tensor) -> Tensor:
+        """Node labels ``(B, m)`` -> ``(B, m, C)``: as the token embeddings, without position."""
+        x = self.embed_scale * self.embed_node_labels(src_node_labels)
+        if self.layernorm_embedding is not None:
+            x = self.layernorm_embedding(x)
+        x = self.dropout_module(x)
+        if self.quant_noise is not None:
+            x = self.quant_noise(x)
+        return x
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Tensor,
+        src_node_labels: Tensor,
+        src_node_spans: Tensor,
+        src_node_padding_mask: Tensor,
+        return_all_hiddens: bool = False,
+    ):
+        """The batch of :mod:`tree_fairseq.data.tree_pair_dataset` -> the encoder dictionary."""
+        leaf_padding_mask = src_tokens.eq(self.padding_idx)
+        structure = build_tree_structure(src_node_spans, leaf_padding_mask, src_node_padding_mask)
+        num_nodes = src_node_labels.size(1)
+        leaves, leaf_embedding = self.forward_embedding(src_tokens)
+        x = torch.cat([self.forward_node_embedding(src_node_labels), leaves], dim=1)  # (B, m + n, C)
+        x = x.masked_fill(key_padding_mask(structure).unsqueeze(-1), 0)
+
+        def leaves_of(x):
+            return x[:, num_nodes:].transpose(0, 1)  # (n, B, C) as fairseq's encoder states
+
+        encoder_states = [leaves_of(x)] if return_all_hiddens else []
+        for layer in self.layers:
+            x = layer(x, structure)
+            if return_all_hiddens:
+                encoder_states.append(leaves_of(x))
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return {
+            "encoder_out": [leaves_of(x)],  # (n, B, C)
+            "encoder_padding_mask": [leaf_padding_mask],  # (B, n)
+            "encoder_nodes": [x[:, :num_nodes].transpose(0, 1)],  # (m, B, C)
+            "tree_structure": [structure],
+            "encoder_embedding": [leaf_embedding],  # (B, n, C)
+            "encoder_states": encoder_states,  # list of (n, B, C)
+            "src_tokens": [],
+            "src_lengths": [src_lengths.view(-1, 1)],
+        }
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        reordered = super().reorder_encoder_out(encoder_out, new_order)
+        reordered["encoder_nodes"] = [encoder_out["encoder_nodes"][0].index_select(1, new_order)]
+        reordered["tree_structure"] = [encoder_out["tree_structure"][0].index_select(new_order)]
+        return reordered
+
+
+class TreeSource(NamedTuple):
+    """What a tree cross-attention reads from the encoder."""
+
+    leaves: Tensor  # (B, n, C)
+    nodes: Tensor  # (B, m, C)
+    structure: TreeStructure
+
+
+class TreeEncoderAttention(FairseqIncrementalState, TreeCrossAttention):
+    """:class:`TreeCrossAttention` (eqs. 21-24) called the way fairseq's decoder layer calls its
+    encoder attention (``(T, B, C)`` queries, a :class:`TreeSource` as the key). With an
+    incremental state, the :class:`TreeMemory` of the source is computed at the first step and
+    kept there; :meth:`reorder_incremental_state` reorders it with the beam."""
+
+    def forward(
+        self,
+        query: Tensor,
+        key: TreeSource,
+        value=None,
+        key_padding_mask=None,
+        incremental_state=None,
+        static_kv: bool = True,
+        need_weights: bool = False,
+        need_head_weights: bool = False,
+    ):
+        """query ``(T, B, C)`` -> output ``(T, B, C)`` and, if asked, the head-averaged attention
+        weights on the leaves, ``(B, T, n)`` (``(1, B, T, n)`` for ``need_head_weights``).
+        ``value`` and ``key_padding_mask`` are implied by ``key``."""
+        memory = self.get_incremental_state(incremental_state, "tree_memory")
+        if memory is None:
+            memory = self.tree_memory(key.leaves, key.nodes, key.structure)
+            self.set_incremental_state(incremental_state, "tree_memory", memory)
+        out, weights = self.attend(query.transpose(0, 1), memory, need_weights or need_head_weights)
+        if weights is not None:
+            weights = weights[:, :, memory.num_nodes:]
+            if need_head_weights:
+                weights = weights.unsqueeze(0)
+        return out.transpose(0, 1), weights
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        memory: TreeMemory | None = self.get_incremental_state(incremental_state, "tree_memory")
+        if memory is not None:
+            self.set_incremental_state(incremental_state, "tree_memory", memory.index_select(new_order))
+
+
+class TreeTransformerDecoderLayer(TransformerDecoderLayerBase):
+    """fairseq's decoder layer with tree cross-attention as its encoder attention."""
+
+    def build_encoder_attention(self, embed_dim, cfg):
+        return TreeEncoderAttention(
+            embed_dim,
+            cfg.decoder.attention_heads,
+            kdim=cfg.encoder.embed_dim,
+            dropout=cfg.attention_dropout,
+            hierarchical_embeddings=not cfg.no_hier_embed,
+            num_hierarchical_embeddings=cfg.hier_embed_size,
+        )
+
+
+class TreeTransformerDecoder(TransformerDecoderBase):
+    """fairseq's transformer decoder attending over the source tree (eqs. 21-24)."""
+
+    def build_decoder_layer(self, cfg, no_encoder_attn=False):
+        return TreeTransformerDecoderLayer(cfg, no_encoder_attn)
+
+    def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None, **kwargs):
+        if encoder_out is not None:
+            # fairseq's layers hand encoder_out["encoder_out"][0] to their encoder attention as its key.
+            source = TreeSource(
+                encoder_out["encoder_out"][0].transpose(0, 1),
+                encoder_out["encoder_nodes"][0].transpose(0, 1),
+                encoder_out["tree_structure"][0],
+            )
+            encoder_out = {**encoder_out, "encoder_out": [source]}
+        return super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
+
+
+@register_model("tree_transformer")
+class TreeTransformerModel(TransformerModelBase):
+    """Tree Transformer (Nguyen et al., ICLR 2020) for ``--task tree_translation``: a
+    :class:`TreeTransformerEncoder` and a :class:`TreeTransformerDecoder` (or fairseq's decoder
+    with ``--no-tree-cross-attention``). Options: :class:`TreeTransformerConfig`."""
+
+    @classmethod
+    def add_args(cls, parser):
+        # No defaults on the parser, so that the architectures can set them (as fairseq's transformer).
+        gen_parser_from_dataclass(parser, TreeTransformerConfig(), delete_default=True, with_prefix="")
+
+    @classmethod
+    def build_model(cls, args, task):
+        node_dictionary = getattr(task, "node_dictionary", None)
+        if node_dictionary is None:
+            raise ValueError("tree_transformer reads source trees: use --task tree_translation")
+        tree_transformer(args)  # options missing from the args of older checkpoints
+        cfg = TreeTransformerConfig.from_namespace(args)
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        embed_tokens = cls.build_embedding(cfg, src_dict, cfg.encoder.embed_dim, cfg.encoder.embed_path)
+        if cfg.share_all_embeddings:
+            if src_dict != tgt_dict:
+                raise ValueError("--share-all-embeddings requires a joined dictionary")
+            if cfg.encoder.embed_dim != cfg.decoder.embed_dim:
+                raise ValueError("--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim")
+            decoder_embed_tokens = embed_tokens
+            cfg.share_decoder_input_output_embed = True
+        else:
+            decoder_embed_tokens = cls.build_embedding(cfg, tgt_dict, cfg.decoder.embed_dim, cfg.decoder.embed_path)
+        embed_node_labels = cls.build_embedding(cfg, node_dictionary, cfg.encoder.embed_dim)
+        encoder = TreeTransformerEncoder(cfg, src_dict, embed_tokens, embed_node_labels)
+        decoder_class = TransformerDecoderBase if cfg.no_tree_cross_attention else TreeTransformerDecoder
+        return cls(cfg, encoder, decoder_class(cfg, tgt_dict, decoder_embed_tokens))
+
+    def forward(
+        self,
+        src_tokens,
+        src_lengths,
+        prev_output_tokens,
+        src_node_labels,
+        src_node_spans,
+        src_node_padding_mask,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer: int | None = None,
+        alignment_heads: int | None = None,
+    ):
+        encoder_out = self.encoder(
+            src_tokens, src_lengths, src_node_labels, src_node_spans, src_node_padding_mask,
+            return_all_hiddens=return_all_hiddens,
+        )
+        return self.decoder(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            features_only=features_only,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+            src_lengths=src_lengths,
+            return_all_hiddens=return_all_hiddens,
+        )
+
+
+# Architectures: fairseq's transformer of the same name, plus the tree options' defaults.
+
+
+@register_model_architecture("tree_transformer", "tree_transformer")
+def tree_transformer(args):
+    args.hier_embed_size = getattr(args, "hier_embed_size", 100)
+    args.no_hier_embed = getattr(args, "no_hier_embed", False)
+    args.no_subtree_mask = getattr(args, "no_subtree_mask", False)
+    args.no_tree_cross_attention = getattr(args, "no_tree_cross_attention", False)
+    base_architecture(args)
+
+
+@register_model_architecture("tree_transformer", "tree_transformer_iwslt_de_en")
+def tree_transformer_iwslt_de_en(args):
+    transformer_iwslt_de_en(args)  # 512 / ffn 1024 / 4 heads, 6 + 6 layers
+    tree_transformer(args)
+
+
+@register_model_architecture("tree_transformer", "tree_transformer_wmt_en_de")
+def tree_transformer_wmt_en_de(args):
+    transformer_wmt_en_de(args)  # 512 / ffn 2048 / 8 heads
+    tree_transformer(args)
+
+
+@register_model_architecture("tree_transformer", "tree_transformer_wmt_en_de_big")
+def tree_transformer_wmt_en_de_big(args):
+    transformer_wmt_en_de_big(args)  # 1024 / ffn 4096 / 16 heads, dropout 0.3, attention dropout 0.1
+    tree_transformer(args)
+
+
+@register_model_architecture("tree_transformer", "tree_transformer_tiny")
+def tree_transformer_tiny(args):
+    """For tests: 32 / ffn 64 / 4 heads (d_head 8), 2 + 2 layers."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 32)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
+    args.encoder_layers = getattr(args, "encoder_layers", 2)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
+    args.decoder_layers = getattr(args, "decoder_layers", 2)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
+    tree_transformer(args)
