@@ -284,3 +284,11 @@ def test_fairseq_train_and_generate(tiny_databin, tmp_path):
     hypotheses = re.findall(r"^H-(\d+)\t", generate_run.stdout, flags=re.M)
     assert sorted(map(int, hypotheses)) == list(range(40))
     assert "Generate test with beam=3: BLEU4" in generate_run.stdout
+
+    validate_run = subprocess.run([
+        sys.executable, "-m", "fairseq_cli.validate", *common, "--path", str(tmp_path / "checkpoint_last.pt"),
+        "--valid-subset", "valid", "--max-tokens", "500",
+    ], env=env, capture_output=True, text=True)
+    assert validate_run.returncode == 0, validate_run.stderr[-3000:]
+    loss = re.search(r"valid on 'valid' subset \| loss ([0-9.]+)", validate_run.stdout + validate_run.stderr)
+    assert loss and 0 < float(loss.group(1)) < 20
