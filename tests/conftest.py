@@ -1,14 +1,21 @@
 """Shared fixtures: a tiny tree data-bin made with our own CLIs, and the
 optional ../shared data (tests that use it skip when it is absent)."""
 
+import os
 import random
 from pathlib import Path
 
 import pytest
+import torch
 
 from tree_fairseq.cli import parse as parse_cli
 from tree_fairseq.cli import preprocess as preprocess_cli
 from tree_fairseq.trees import trivial_tree
+
+# Tiny models on a small shared machine: one thread is faster and steadier than
+# several competing for the cores; subprocesses (fairseq CLIs) inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(1)
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

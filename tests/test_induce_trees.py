@@ -1,0 +1,214 @@
+"""Unsupervised parsing: bracket F1 on hand-made trees, the random-tree baseline, PTB trees without
+punctuation, the ``constituent_masked_lm`` task (batches, fairseq-train, trees from the trained
+encoder), and ``scripts/induce_trees.py`` end to end on a few PTB sentences."""
+
+import importlib.util
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import shared_data
+from fairseq import checkpoint_utils, options, tasks
+from fairseq_cli import preprocess as fairseq_preprocess
+
+import tree_fairseq
+from tree_fairseq.trees import Node, Tree, parse_tree, trivial_tree
+from tree_fairseq.trees.evaluation import (
+    bracket_f1,
+    brackets,
+    parse_tree_without_punctuation,
+    random_binary_tree,
+)
+
+USER_DIR = str(Path(tree_fairseq.__file__).parent)
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "induce_trees.py"
+
+
+def tree(words: str, *spans: tuple[int, int]) -> Tree:
+    return Tree(tuple(words.split()), tuple(Node("X", start, end) for start, end in spans))
+
+
+def subprocess_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
+    env["OMP_NUM_THREADS"] = "1"  # tiny models: faster on one thread, much faster on a shared machine
+    return env
+
+
+# Bracket F1
+
+
+def test_bracket_f1_on_hand_made_trees():
+    gold = [
+        tree("a b c d e", (0, 1), (3, 4), (2, 4), (0, 4)),
+        tree("f g h", (0, 1), (0, 2)),
+        tree("i j", (0, 1)),  # no bracket but the whole sentence: not in the sentence-level mean
+    ]
+    predicted = [trivial_tree(list(t.leaves), shape) for t, shape in zip(gold, ("right", "left", "left"))]
+    scores = bracket_f1(predicted, gold)
+    # sentence 1: {(1,4), (2,4), (3,4)} against {(0,1), (2,4), (3,4)}: P = R = 2/3; sentence 2: F1 = 1
+    assert scores.sentence_f1 == pytest.approx((2 / 3 + 1) / 2)
+    assert scores.scored_sentences == 2
+    # pooled: 3 matches, 4 predicted, 4 gold
+    assert (scores.corpus_precision, scores.corpus_recall, scores.corpus_f1) == pytest.approx((0.75, 0.75, 0.75))
+
+    with_root = bracket_f1(predicted, gold, drop_trivial=False)
+    # sentence 1: 3 of 4 match; 2 and 3: all match
+    assert with_root.sentence_f1 == pytest.approx((0.75 + 1 + 1) / 3)
+    assert with_root.corpus_f1 == pytest.approx(6 / 7)
+    assert with_root.scored_sentences == 3
+
+
+def test_bracket_f1_edge_cases():
+    gold = [tree("a b c d", (0, 1), (2, 3), (0, 3))]
+    flat = [tree("a b c d", (0, 3))]
+    assert bracket_f1(flat, gold) == (0.0, 0.0, 0.0, 0.0, 1)
+    assert bracket_f1(gold, gold)[:4] == (1.0, 1.0, 1.0, 1.0)
+    assert brackets(gold[0]) == {(0, 1), (2, 3)}
+    assert brackets(gold[0], drop_trivial=False) == {(0, 1), (2, 3), (0, 3)}
+    with pytest.raises(ValueError, match="leaves"):
+        bracket_f1([tree("a b c", (0, 2))], gold)
+    with pytest.raises(ValueError, match="2 predicted trees but 1 gold"):
+        bracket_f1(gold * 2, gold)
+
+
+def test_random_binary_tree_is_binary_and_seeded():
+    words = [f"w{i}" for i in range(9)]
+    first = random_binary_tree(words, random.Random(3))
+    first.check()
+    assert len(first.nodes) == len(words) - 1  # binary: n - 1 nodes, the root included
+    assert first == random_binary_tree(words, random.Random(3))
+    assert len({random_binary_tree(words, random.Random(seed)) for seed in range(10)}) > 1
+    assert random_binary_tree(["one"], random.Random(0)).nodes == ()
+
+
+def test_ptb_tree_without_punctuation():
+    line = "( (S (NP-SBJ (NNP Mr.) (NNP Vinken) ) (, ,) (VP (VBZ is) (NP (-NONE- *T*-1) )) (. .) ))"
+    assert parse_tree(line).leaves == ("Mr.", "Vinken", ",", "is", ".")
+    without = parse_tree_without_punctuation(line)
+    assert without.leaves == ("Mr.", "Vinken", "is")
+    assert {(n.label, n.start, n.end) for n in without.nodes} == {("NP", 0, 1), ("S", 0, 2)}
+    assert parse_tree_without_punctuation("( (S (. .) (NP (-NONE- *) )))") is None
+
+
+# The masked-LM task
+
+
+@pytest.fixture(scope="module")
+def mono_databin(tiny_corpus, tmp_path_factory):
+    """The tiny corpus's English side as a monolingual data-bin (fairseq-preprocess --only-source)."""
+    destdir = tmp_path_factory.mktemp("mono_databin")
+    fairseq_preprocess.main(options.get_preprocessing_parser().parse_args([
+        "--only-source", "--trainpref", str(tiny_corpus / "train.en"), "--validpref", str(tiny_corpus / "valid.en"),
+        "--destdir", str(destdir), "--workers", "1",
+    ]))
+    return destdir
+
+
+def test_masked_lm_batches_are_single_sentences(mono_databin, tiny_corpus):
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(mono_databin), "--user-dir", USER_DIR, "--task", "constituent_masked_lm",
+        "--arch", "constituent_encoder_lm_tiny", "--criterion", "masked_lm", "--cpu",
+    ])
+    task = tasks.setup_task(args)
+    task.load_dataset("valid")
+    dataset = task.dataset("valid")
+    dictionary = task.source_dictionary
+    lines = (tiny_corpus / "valid.en").read_text(encoding="utf-8").splitlines()
+    batch = dataset.collater([dataset[i] for i in range(len(dataset))])
+    src_tokens, target = batch["net_input"]["src_tokens"], batch["target"]
+    assert set(batch["net_input"]) == {"src_tokens", "src_lengths"}
+    for row, index in enumerate(batch["id"].tolist()):
+        length = len(lines[index].split()) + 1  # words </s>, no <s>
+        assert int(batch["net_input"]["src_lengths"][row]) == length
+        restored = torch.where(target[row].ne(dictionary.pad()), target[row], src_tokens[row])  # unmasked
+        words = dictionary.encode_line(lines[index], add_if_not_exist=False, append_eos=True)
+        assert restored[:length].tolist() == words.tolist()
+        assert src_tokens[row, length:].eq(dictionary.pad()).all()
+    masked = target.ne(dictionary.pad())
+    assert masked.any() and src_tokens[masked].eq(task.mask_idx).any()
+
+    torch.manual_seed(0)
+    model = task.build_model(args)
+    logits, encoder_out = model(**batch["net_input"], masked_tokens=masked)
+    assert logits.shape == (int(masked.sum()), len(dictionary))
+    assert model.encoder.embed_tokens.num_embeddings == len(dictionary)  # <mask> included
+    links = encoder_out["constituent_links"][0]
+    assert links.shape == (*src_tokens.shape[:1], 2, src_tokens.size(1) - 1)
+    # the final token is outside every constituent even where the masking replaced the EOS
+    lengths = batch["net_input"]["src_lengths"]
+    final_links = links[torch.arange(len(lengths)), :, lengths - 2]  # (B, L): last word to EOS
+    assert (final_links == 0).all()
+    assert (src_tokens[torch.arange(len(lengths)), lengths - 1] != dictionary.eos()).any()
+
+
+def test_masked_lm_trains_and_parses(mono_databin, tiny_corpus, tmp_path):
+    train = subprocess.run([
+        sys.executable, "-m", "fairseq_cli.train", str(mono_databin), "--user-dir", USER_DIR,
+        "--task", "constituent_masked_lm", "--arch", "constituent_encoder_lm_tiny", "--criterion", "masked_lm",
+        "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "3", "--cpu",
+        "--num-workers", "0", "--save-dir", str(tmp_path), "--no-epoch-checkpoints",
+    ], env=subprocess_env(), capture_output=True, text=True)
+    assert train.returncode == 0, train.stderr[-3000:]
+    assert re.search(r"valid on 'valid' subset \| loss [0-9.]+", train.stdout + train.stderr)
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(tmp_path / "checkpoint_last.pt")])
+    sentences = [line.split() for line in (tiny_corpus / "test.en").read_text(encoding="utf-8").splitlines()]
+    sentences.append(["an", "unseen", "word", "or", "three"])
+    model = models[0].train()
+    trees = task.induce_trees(model, sentences, batch_size=7)
+    assert [t.leaves for t in trees] == [tuple(words) for words in sentences]
+    for induced in trees:
+        induced.check()
+    assert model.training  # left as it was, and parsed without dropout:
+    assert task.induce_trees(model, sentences, batch_size=64) == trees
+
+
+# The script
+
+
+def run_script(*flags) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *flags], env=subprocess_env(), capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def script():
+    """scripts/induce_trees.py as a module."""
+    spec = importlib.util.spec_from_file_location("induce_trees", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_script_help(script):
+    text = script.get_parser().format_help()
+    for flag in ("--updates", "--seed", "--workdir", "--min-layer", "--keep-punctuation", "--keep-trivial-spans"):
+        assert flag in text
+
+
+def test_script_trains_parses_scores_and_resumes(script, tmp_path):
+    trees = shared_data("ptb-sample") / "wsj_0001-0199.mrg.txt"
+    common = ["--trees", str(trees), "--workdir", str(tmp_path), "--sentences", "25",
+              "--arch", "constituent_encoder_lm_tiny", "--max-tokens", "300", "--save-interval", "2", "--cpu"]
+    first = run_script(*common, "--updates", "2")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "on 25 sentences" in first.stdout
+    for row in (r"constituent attention \(2 updates, m=0\)", "left-branching", "right-branching",
+                r"random binary \(seed 1\)"):
+        assert re.search(row + r"\s+\d+\.\d\s+\d+\.\d", first.stdout), first.stdout
+    assert (tmp_path / "checkpoints" / "checkpoint_last.pt").exists()
+
+    resumed = run_script(*common, "--updates", "4")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert re.search(r"Loaded checkpoint .*\(epoch \d+ @ 2 updates\)", resumed.stderr)
+    assert "constituent attention (4 updates, m=0)" in resumed.stdout
+    # the baselines do not depend on the model
+    assert first.stdout.splitlines()[-4:] == resumed.stdout.splitlines()[-4:]
+
+    args = script.get_parser().parse_args([*common[:5], "24", *common[6:]])
+    with pytest.raises(SystemExit, match="holds a run on other sentences"):
+        script.prepare_data(args, script.read_sentences(args)[1])

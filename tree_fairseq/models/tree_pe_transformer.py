@@ -1,0 +1,527 @@
+"""Tree positional encodings in a Transformer (Shiv & Quirk, NeurIPS 2019, "Novel positional
+encodings to enable tree-based transformers"): the fairseq wiring of
+:mod:`tree_fairseq.modules.tree_positional_encoding`, for reading a source tree
+(``tree_pe_transformer``) and for generating a tree (``tree_pe_parser``).
+
+**Tree encoder** (``tree_pe_transformer``, ``--task tree_translation``). The encoder's sequence is
+the source tree's items ``[nodes; leaves]``: nodes embedded from their own label table (the task's
+node dictionary, never the target vocabulary), leaves as fairseq embeds tokens, both scaled by
+``sqrt(d)``; each item gets the tree positional encoding of its LCRS path from the root
+(:func:`tree_paths`; EOS is the root's right sibling) *instead of* the sinusoidal encoding. Then
+fairseq's transformer encoder layers, unchanged, over all items with the padding of both masked: the
+tree reaches the model through the positions alone, as in the paper. fairseq's transformer decoder
+cross-attends to every item, nodes and leaves (:class:`TreeSourceDecoder`).
+
+**Tree decoder** (``tree_pe_parser``, ``--task tree_generation``). The target is a tree linearised by
+:mod:`tree_fairseq.trees.linearize`: symbols annotated with their number of children (``NP(3)``; a
+leaf has none), in depth-first or breadth-first order (``--tree-order``, which must match the data).
+The decoder is fairseq's transformer decoder whose positional embedding is the tree positional
+encoding of the slot the next symbol fills, computed step by step from the partial tree
+(:class:`TreeSlotPositions`): the input at step ``t`` is the embedding of symbol ``t − 1`` plus the
+encoding of the position of symbol ``t``, as a sequence decoder adds position ``t``. The first
+symbol is the root (the empty path); once no slot is open, EOS sits at the root's right sibling, as
+in the encoder. The partial tree is a list of *frames*, one per node with children still to come:
+the path of its next open slot and how many slots it has left. A symbol fills the slot of the
+newest frame (depth first) or the oldest (breadth first), which moves on to its next sibling and
+closes after its last; a node with ``k`` children opens a frame at its first child. This is
+``O(1)`` tensor operations per step for the whole beam, kept in the incremental state and
+reordered with it. The encoder is fairseq's (sinusoidal positions): the source is a sentence.
+Generation with ``--task tree_generation`` only ever emits whole trees (see that task).
+
+Choices the paper leaves open, made here:
+
+- the encodings are added to the scaled embeddings where fairseq adds its sinusoidal ones, and
+  follow their scale (see the module); the encoder's and the decoder's are separate parameters;
+- nodes and leaves share one space of positions (every item of a tree has its own path, up to
+  the truncation); what tells a node from a leaf is its embedding table;
+- the decoder's input at a step is the previous symbol plus the position of the slot being
+  predicted (not of the previous symbol), as a sequence decoder adds the position of the token it
+  predicts; the symbols' child counts reach the decoder through the symbols and the positions;
+- an item deeper than ``k = --tree-pe-max-depth`` LCRS steps loses its oldest steps (the module's
+  truncation); under LCRS a child's index counts as depth, so flat nodes reach it sooner;
+- training computes the positions of a whole target at once (:func:`sequence_slot_paths`, ``O(k)``
+  batched operations, tested equal to the step function).
+"""
+
+from dataclasses import dataclass, field
+from typing import NamedTuple, Optional
+
+import torch
+from fairseq.data import Dictionary
+from fairseq.dataclass import ChoiceEnum
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+from fairseq.incremental_decoding_utils import FairseqIncrementalState
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerConfig,
+    TransformerDecoderBase,
+    TransformerEncoderBase,
+    TransformerModelBase,
+)
+from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
+from torch import Tensor, nn
+
+from tree_fairseq.modules.tree_positional_encoding import (
+    FIRST_CHILD,
+    NEXT_SIBLING,
+    TreePositionalEncoding,
+    push_child,
+    root_paths,
+    tree_paths,
+)
+from tree_fairseq.trees.linearize import TREE_ORDERS, symbol_arity
+
+
+@dataclass
+class TreePETransformerConfig(TransformerConfig):
+    """fairseq's transformer options plus the tree positional encodings'."""
+
+    tree_pe_max_depth: int = field(
+        default=32, metadata={"help": "k: LCRS steps from the root kept in a tree position (default: 32)"}
+    )
+    tree_pe_num_weights: Optional[int] = field(
+        default=None,
+        metadata={"help": "number of learned depth weights p, each giving a 2k-dimensional encoding "
+                          "(default: embed_dim // 2k, at least 1; projected to embed_dim when the sizes differ)"},
+    )
+
+
+@dataclass
+class TreePEParserConfig(TreePETransformerConfig):
+    """The tree decoder's options on top of :class:`TreePETransformerConfig`."""
+
+    tree_order: ChoiceEnum(list(TREE_ORDERS)) = field(
+        default="depth_first",
+        metadata={"help": "order in which the target trees are linearised and generated; must be the "
+                          "order of the data (default: depth_first)"},
+    )
+
+
+def tree_positional_encoding(cfg, embed_dim: int) -> TreePositionalEncoding:
+    return TreePositionalEncoding(embed_dim, cfg.tree_pe_max_depth, num_weights=cfg.tree_pe_num_weights)
+
+
+# Reading a source tree
+
+
+class TreePEEncoder(TransformerEncoderBase):
+    """fairseq's transformer encoder over ``[nodes; leaves]`` with tree positional encodings.
+
+    Its output is fairseq's encoder dictionary over all items: ``encoder_out`` ``(m + n, B, C)``,
+    ``encoder_padding_mask`` ``(B, m + n)``, plus ``src_node_padding_mask`` ``(B, m)`` (which says
+    how many leading items are nodes). ``encoder_states`` have the layout of ``encoder_out``.
+    """
+
+    def __init__(self, cfg, dictionary, embed_tokens, embed_node_labels):
+        super().__init__(cfg, dictionary, embed_tokens)
+        self.embed_positions = None  # the tree positions replace fairseq's
+        self.embed_node_labels = embed_node_labels
+        self.tree_positions = tree_positional_encoding(cfg, embed_tokens.embedding_dim)
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Tensor,
+        src_node_labels: Tensor,
+        src_node_spans: Tensor,
+        src_node_padding_mask: Tensor,
+        return_all_hiddens: bool = False,
+    ):
+        """The batch of :mod:`tree_fairseq.data.tree_pair_dataset` -> the encoder dictionary."""
+        leaf_padding_mask = src_tokens.eq(self.padding_idx)
+        node_paths, leaf_paths = tree_paths(
+            src_node_spans, leaf_padding_mask, src_node_padding_mask, self.tree_positions.max_depth
+        )
+        embedding = self.embed_scale * torch.cat(
+            [self.embed_node_labels(src_node_labels), self.embed_tokens(src_tokens)], dim=1
+        )  # (B, m + n, C)
+        x = embedding + self.tree_positions(torch.cat([node_paths, leaf_paths], dim=1)).to(embedding)
+        if self.layernorm_embedding is not None:
+            x = self.layernorm_embedding(x)
+        x = self.dropout_module(x)
+        if self.quant_noise is not None:
+            x = self.quant_noise(x)
+        padding_mask = torch.cat([src_node_padding_mask, leaf_padding_mask], dim=1)  # (B, m + n)
+        x = x.masked_fill(padding_mask.unsqueeze(-1), 0).transpose(0, 1)
+
+        encoder_states = [x] if return_all_hiddens else []
+        for layer in self.layers:
+            x = layer(x, encoder_padding_mask=padding_mask if padding_mask.any() else None)
+            if return_all_hiddens:
+                encoder_states.append(x)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return {
+            "encoder_out": [x],  # (m + n, B, C)
+            "encoder_padding_mask": [padding_mask],  # (B, m + n)
+            "encoder_embedding": [embedding],  # (B, m + n, C)
+            "encoder_states": encoder_states,  # list of (m + n, B, C)
+            "src_tokens": [],
+            "src_lengths": [src_lengths.view(-1, 1)],
+            "src_node_padding_mask": [src_node_padding_mask],  # (B, m)
+        }
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        reordered = super().reorder_encoder_out(encoder_out, new_order)
+        reordered["src_node_padding_mask"] = [encoder_out["src_node_padding_mask"][0].index_select(0, new_order)]
+        return reordered
+
+
+class TreeSourceDecoder(TransformerDecoderBase):
+    """fairseq's transformer decoder over an encoder output of ``[nodes; leaves]`` items (with
+    ``src_node_padding_mask``). Cross-attention is fairseq's over all items; the attention weights
+    it hands back (``attn``, e.g. a hypothesis' ``attention``) are the leaf columns only, so that
+    they index source tokens as fairseq's alignment code expects."""
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        x, extra = super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
+        attn = extra["attn"][0]
+        if attn is not None and encoder_out is not None:
+            num_nodes = encoder_out["src_node_padding_mask"][0].size(1)
+            extra["attn"] = [attn[..., num_nodes:]]
+        return x, extra
+
+
+class TreeSourceTransformerModel(TransformerModelBase):
+    """The wiring shared by the transformers whose encoder reads a source tree of
+    ``--task tree_translation``: node-label embeddings from the node dictionary, the tree batch in
+    ``forward``, a :class:`TreeSourceDecoder`. Subclasses give ``config_class``,
+    :meth:`set_defaults` and :meth:`build_tree_encoder`."""
+
+    config_class = TreePETransformerConfig
+
+    @classmethod
+    def add_args(cls, parser):
+        # No defaults on the parser, so that the architectures can set them (as fairseq's transformer).
+        gen_parser_from_dataclass(parser, cls.config_class(), delete_default=True, with_prefix="")
+
+    @classmethod
+    def set_defaults(cls, args):
+        """The base architecture: fills options missing from the args of older checkpoints."""
+        raise NotImplementedError
+
+    @classmethod
+    def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
+        raise NotImplementedError
+
+    @classmethod
+    def build_model(cls, args, task):
+        node_dictionary = getattr(task, "node_dictionary", None)
+        if node_dictionary is None:
+            raise ValueError(f"{cls.__name__} reads source trees: use --task tree_translation")
+        cls.set_defaults(args)
+        cfg = cls.config_class.from_namespace(args)
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        embed_tokens = cls.build_embedding(cfg, src_dict, cfg.encoder.embed_dim, cfg.encoder.embed_path)
+        if cfg.share_all_embeddings:
+            if src_dict != tgt_dict:
+                raise ValueError("--share-all-embeddings requires a joined dictionary")
+            if cfg.encoder.embed_dim != cfg.decoder.embed_dim:
+                raise ValueError("--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim")
+            decoder_embed_tokens = embed_tokens
+            cfg.share_decoder_input_output_embed = True
+        else:
+            decoder_embed_tokens = cls.build_embedding(cfg, tgt_dict, cfg.decoder.embed_dim, cfg.decoder.embed_path)
+        embed_node_labels = cls.build_embedding(cfg, node_dictionary, cfg.encoder.embed_dim)
+        encoder = cls.build_tree_encoder(cfg, src_dict, embed_tokens, embed_node_labels)
+        return cls(cfg, encoder, TreeSourceDecoder(cfg, tgt_dict, decoder_embed_tokens))
+
+    def forward(
+        self,
+        src_tokens,
+        src_lengths,
+        prev_output_tokens,
+        src_node_labels,
+        src_node_spans,
+        src_node_padding_mask,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+    ):
+        encoder_out = self.encoder(
+            src_tokens, src_lengths, src_node_labels, src_node_spans, src_node_padding_mask,
+            return_all_hiddens=return_all_hiddens,
+        )
+        return self.decoder(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            features_only=features_only,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+            src_lengths=src_lengths,
+            return_all_hiddens=return_all_hiddens,
+        )
+
+
+@register_model("tree_pe_transformer")
+class TreePETransformerModel(TreeSourceTransformerModel):
+    """Transformer reading the source tree through tree positional encodings (Shiv & Quirk 2019)
+    for ``--task tree_translation``: a :class:`TreePEEncoder` and a :class:`TreeSourceDecoder`.
+    Options: :class:`TreePETransformerConfig`."""
+
+    config_class = TreePETransformerConfig
+
+    @classmethod
+    def set_defaults(cls, args):
+        tree_pe_transformer(args)
+
+    @classmethod
+    def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
+        return TreePEEncoder(cfg, src_dict, embed_tokens, embed_node_labels)
+
+
+# Generating a tree
+
+
+def symbol_arities(dictionary: Dictionary) -> Tensor:
+    """``(V,)`` long: the number of children each symbol of a target dictionary announces
+    (:func:`symbol_arity`: 0 for a leaf, ``<unk>`` included), ``-1`` for BOS, EOS and padding,
+    which are no part of a tree."""
+    arities = torch.tensor([symbol_arity(symbol) for symbol in dictionary.symbols], dtype=torch.long)
+    arities[[dictionary.bos(), dictionary.eos(), dictionary.pad()]] = -1
+    return arities
+
+
+class PartialTrees(NamedTuple):
+    """A batch of partial trees, as the frames of their nodes with children still to come (see
+    the module docstring). Frames ``first .. end - 1`` of each row are live."""
+
+    paths: Tensor  # (B, F, k) long: the path of each frame's next open slot
+    remaining: Tensor  # (B, F) long: open slots left in each frame
+    first: Tensor  # (B,) long
+    end: Tensor  # (B,) long
+
+    @classmethod
+    def empty(cls, batch_size: int, max_depth: int, device=None) -> "PartialTrees":
+        """No symbol yet: one frame with one slot, the root."""
+        zeros = torch.zeros(batch_size, dtype=torch.long, device=device)
+        return cls(root_paths(batch_size, 1, max_depth=max_depth, device=device),
+                   torch.ones(batch_size, 1, dtype=torch.long, device=device), zeros, zeros + 1)
+
+    def index_select(self, order: Tensor) -> "PartialTrees":
+        return PartialTrees(*(x.index_select(0, order) for x in self))
+
+
+def current_frame(trees: PartialTrees, breadth_first: bool) -> Tensor:
+    """``(B,)``: the frame whose slot the next symbol fills (a valid index even where no frame is
+    live, i.e. the tree is complete)."""
+    frame = trees.first if breadth_first else trees.end - 1
+    return frame.clamp(min=0, max=trees.paths.size(1) - 1)
+
+
+def next_slot_paths(trees: PartialTrees, breadth_first: bool) -> Tensor:
+    """``(B, k)``: the path of the slot the next symbol fills; once the tree is complete (no live
+    frame), the root's right sibling, EOS's position."""
+    rows = torch.arange(trees.paths.size(0), device=trees.paths.device)
+    slot = trees.paths[rows, current_frame(trees, breadth_first)]
+    after_root = push_child(torch.full_like(slot, -1), NEXT_SIBLING)
+    return torch.where((trees.first < trees.end).unsqueeze(-1), slot, after_root)
+
+
+def add_symbols(trees: PartialTrees, arity: Tensor, breadth_first: bool) -> PartialTrees:
+    """The partial trees after one more symbol per row, of ``arity`` ``(B,)`` children; rows
+    with ``arity < 0`` (BOS, EOS, padding) or with a complete tree are unchanged."""
+    paths, remaining, first, end = trees
+    rows = torch.arange(paths.size(0), device=paths.device)
+    filled = (arity >= 0) & (first < end)
+    frame = current_frame(trees, breadth_first)
+    slot = paths[rows, frame]  # (B, k): the path of the symbol added
+    left = remaining[rows, frame] - 1
+    paths, remaining = paths.clone(), remaining.clone()
+    paths[rows, frame] = torch.where(filled.unsqueeze(-1), push_child(slot, NEXT_SIBLING), slot)
+    remaining[rows, frame] = torch.where(filled, left, remaining[rows, frame])
+    closed = (filled & (left == 0)).long()
+    first, end = (first + closed, end) if breadth_first else (first, end - closed)
+
+    opens = filled & (arity > 0)
+    if bool((end >= paths.size(1)).any()):  # room for one more frame per row
+        paths = torch.cat([paths, torch.full_like(paths, -1)], dim=1)
+        remaining = torch.cat([remaining, torch.zeros_like(remaining)], dim=1)
+    paths[rows, end] = torch.where(opens.unsqueeze(-1), push_child(slot, FIRST_CHILD), paths[rows, end])
+    remaining[rows, end] = torch.where(opens, arity, remaining[rows, end])
+    return PartialTrees(paths, remaining, first, end + opens.long())
+
+
+def sequence_slot_paths(arity: Tensor, breadth_first: bool, max_depth: int) -> Tensor:
+    """What :func:`add_symbols` and :func:`next_slot_paths` give step by step, for whole
+    sequences at once: arity ``(B, T)`` (``-1`` for BOS, EOS, padding) -> the path ``(B, T, k)``
+    of the slot the next symbol fills after each step. For training, where the whole target is
+    known: ``O(k)`` gathers and ``(B, T + 1, T)`` masks instead of ``T`` sequential steps.
+
+    Query ``i`` is the state after the first ``i`` tokens (``i = 0``: the root slot). A symbol
+    is *live* if it comes before the tree is complete; ``open[i]`` counts the open slots. The
+    slot of query ``i`` was opened by the latest live node ``j < i`` whose slots include it:
+    depth first, node ``j`` pushes its ``a_j`` slots on a stack of ``open[j] − 1``, so slot
+    ``open[i]`` (counting from the bottom) is node ``j``'s child ``open[j] + a_j − 1 − open[i]``;
+    breadth first, slots are filled in the order they are opened, node ``j`` opening numbers
+    ``S_j .. S_j + a_j − 1`` with ``S_j = 1 + Σ_{i<j} a_i``, and query ``i`` fills slot number
+    (live symbols before ``i``). A first child is ``FIRST_CHILD`` below its node's slot, a later
+    child ``NEXT_SIBLING`` after its previous sibling's (the latest live symbol of the same node);
+    the path is then read by following these links ``k`` times, as :func:`tree_paths` does.
+    """
+    batch_size, length = arity.shape
+    device = arity.device
+    delta = torch.where(arity >= 0, arity - 1, 0)
+    open_after = 1 + delta.cumsum(-1)  # exact until the tree is complete
+    done_after = ((open_after == 0) & (arity >= 0)).long().cummax(-1).values.bool()
+    done_before = torch.cat([done_after.new_zeros(batch_size, 1), done_after[:, :-1]], dim=1)
+    live = (arity >= 0) & ~done_before  # (B, T)
+    open_before = open_after - delta
+    # per query i = 0 .. T: open slots, and whether the tree is complete
+    open_slots = torch.cat([open_before[:, :1], open_after.masked_fill(done_after, 0)], dim=1)  # (B, Q)
+    complete = torch.cat([done_before[:, :1], done_after], dim=1)
+
+    node = live & (arity > 0)  # (B, T) symbols that open slots
+    earlier = torch.ones(length + 1, length, dtype=torch.bool, device=device).tril(-1)  # [i, j]: j < i
+    if breadth_first:
+        filled = torch.cat([live.new_zeros(batch_size, 1), live], dim=1).long().cumsum(-1)  # (B, Q) slot numbers
+        first_slot = 1 + torch.cat([arity.new_zeros(batch_size, 1), (arity.clamp(min=0) * live).cumsum(-1)[:, :-1]],
+                                   dim=1)  # (B, T): S_j
+        opened_by = ((first_slot.unsqueeze(1) <= filled.unsqueeze(2))
+                     & (filled.unsqueeze(2) < (first_slot + arity).unsqueeze(1)))  # (B, Q, T)
+        child_index = filled.unsqueeze(2) - first_slot.unsqueeze(1)
+    else:
+        opened_by = ((open_before.unsqueeze(1) <= open_slots.unsqueeze(2))
+                     & (open_slots.unsqueeze(2) <= (open_before + arity - 1).unsqueeze(1)))
+        child_index = (open_before + arity - 1).unsqueeze(1) - open_slots.unsqueeze(2)
+    opened_by = opened_by & node.unsqueeze(1) & earlier & ~complete.unsqueeze(2)
+    column = torch.arange(length, device=device)
+    parent = torch.where(opened_by, column, -1).amax(-1)  # (B, Q): the node j, -1 for the root slot or done
+    index = child_index.gather(2, parent.clamp(min=0).unsqueeze(2)).squeeze(2)
+    # the previous sibling: the latest live symbol before i whose own slot (query t) has the same node
+    sibling_of = (parent[:, :-1].unsqueeze(1) == parent.unsqueeze(2)) & live.unsqueeze(1) & earlier  # (B, Q, T)
+    previous = torch.where(sibling_of, column, -1).amax(-1)
+
+    has_parent = parent >= 0
+    step = torch.full_like(parent, -1)
+    step[has_parent & (index == 0)] = FIRST_CHILD
+    step[has_parent & (index > 0)] = NEXT_SIBLING
+    step[complete] = NEXT_SIBLING  # EOS: the root's right sibling
+    # links to queries: symbol t's slot is query t
+    link = torch.where(index == 0, parent, previous).masked_fill(~has_parent, -1).masked_fill(complete, 0)
+    current = torch.arange(length + 1, device=device).expand(batch_size, -1)
+    paths = []
+    for _ in range(max_depth):
+        on_path = current >= 0
+        position = current.clamp(min=0)
+        paths.append(step.gather(1, position).masked_fill(~on_path, -1))
+        current = link.gather(1, position).masked_fill(~on_path, -1)
+    return torch.stack(paths, dim=-1)[:, 1:]
+
+
+class TreeSlotPositions(FairseqIncrementalState, nn.Module):
+    """The decoder's positional embedding: tokens ``(B, T)`` -> the tree positional encoding of
+    the slot each step's output fills, ``(B, T, C)``. Called as fairseq's decoder calls its
+    positional embedding; with an incremental state only the last step is computed, from the
+    partial trees kept there."""
+
+    def __init__(self, dictionary: Dictionary, embed_dim: int, cfg):
+        super().__init__()
+        self.encoding = tree_positional_encoding(cfg, embed_dim)
+        self.breadth_first = cfg.tree_order == "breadth_first"
+        self.max_positions = cfg.max_target_positions
+        self.register_buffer("arities", symbol_arities(dictionary), persistent=False)
+
+    def slot_paths(self, tokens: Tensor, trees: Optional[PartialTrees] = None) -> tuple[Tensor, PartialTrees]:
+        """Add ``tokens`` ``(B, T)`` to ``trees`` (empty if None) one step at a time: the path
+        ``(B, T, k)`` of the slot filled after each step, and the partial trees at the end."""
+        if trees is None:
+            trees = PartialTrees.empty(tokens.size(0), self.encoding.max_depth, tokens.device)
+        paths = []
+        for step in range(tokens.size(1)):
+            trees = add_symbols(trees, self.arities[tokens[:, step]], self.breadth_first)
+            paths.append(next_slot_paths(trees, self.breadth_first))
+        return torch.stack(paths, dim=1), trees
+
+    def forward(self, tokens: Tensor, incremental_state=None) -> Tensor:
+        if incremental_state is None:
+            arity = self.arities[tokens]
+            return self.encoding(sequence_slot_paths(arity, self.breadth_first, self.encoding.max_depth))
+        # fairseq adds one token per incremental call; the first call reads the whole prefix.
+        trees = self.get_incremental_state(incremental_state, "partial_trees")
+        paths, trees = self.slot_paths(tokens if trees is None else tokens[:, -1:], trees)
+        self.set_incremental_state(incremental_state, "partial_trees", trees)
+        return self.encoding(paths[:, -1:])
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        trees = self.get_incremental_state(incremental_state, "partial_trees")
+        if trees is not None:
+            self.set_incremental_state(incremental_state, "partial_trees", trees.index_select(new_order))
+
+
+class TreeDecoder(TransformerDecoderBase):
+    """fairseq's transformer decoder with the tree positions of :class:`TreeSlotPositions` in
+    place of its sinusoidal ones; generates a linearised tree (``cfg.tree_order``)."""
+
+    def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False):
+        super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
+        self.embed_positions = TreeSlotPositions(dictionary, cfg.decoder.embed_dim, cfg)
+
+
+@register_model("tree_pe_parser")
+class TreePEParserModel(TransformerModelBase):
+    """A sentence in, a tree out: fairseq's transformer encoder and a :class:`TreeDecoder`, for
+    ``--task tree_generation`` (parsing as translation). Options: :class:`TreePEParserConfig`."""
+
+    @classmethod
+    def add_args(cls, parser):
+        gen_parser_from_dataclass(parser, TreePEParserConfig(), delete_default=True, with_prefix="")
+
+    @classmethod
+    def build_model(cls, args, task):
+        tree_pe_parser(args)  # options missing from the args of older checkpoints
+        return super().build_model(TreePEParserConfig.from_namespace(args), task)
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
+        return TreeDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
+
+
+# Architectures: fairseq's transformer of the same name, plus the tree options' defaults.
+
+
+def tree_pe_defaults(args):
+    args.tree_pe_max_depth = getattr(args, "tree_pe_max_depth", 32)
+    args.tree_pe_num_weights = getattr(args, "tree_pe_num_weights", None)
+
+
+def tiny_defaults(args):
+    """For tests: 32 / ffn 64 / 4 heads, 2 + 2 layers, as tree_transformer_tiny."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 32)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
+    args.encoder_layers = getattr(args, "encoder_layers", 2)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
+    args.decoder_layers = getattr(args, "decoder_layers", 2)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
+
+
+@register_model_architecture("tree_pe_transformer", "tree_pe_transformer")
+def tree_pe_transformer(args):
+    tree_pe_defaults(args)
+    base_architecture(args)
+
+
+@register_model_architecture("tree_pe_transformer", "tree_pe_transformer_iwslt_de_en")
+def tree_pe_transformer_iwslt_de_en(args):
+    transformer_iwslt_de_en(args)  # 512 / ffn 1024 / 4 heads, 6 + 6 layers
+    tree_pe_transformer(args)
+
+
+@register_model_architecture("tree_pe_transformer", "tree_pe_transformer_tiny")
+def tree_pe_transformer_tiny(args):
+    tiny_defaults(args)
+    tree_pe_transformer(args)
+
+
+@register_model_architecture("tree_pe_parser", "tree_pe_parser")
+def tree_pe_parser(args):
+    args.tree_order = getattr(args, "tree_order", "depth_first")
+    tree_pe_defaults(args)
+    base_architecture(args)
+
+
+@register_model_architecture("tree_pe_parser", "tree_pe_parser_tiny")
+def tree_pe_parser_tiny(args):
+    tiny_defaults(args)
+    tree_pe_parser(args)

@@ -1,0 +1,186 @@
+"""The Treeformer (Patel and Flanigan, "Forming Trees with Treeformers", arXiv 2207.06960): the
+fairseq wiring of :mod:`tree_fairseq.modules.treeformer_chart`.
+
+The structure is induced from the text, so the model reads only ``src_tokens`` and
+``src_lengths``: it trains on fairseq's ``--task translation`` with a plain fairseq-preprocess
+data-bin, and on ``--task tree_translation``, whose tree keys it accepts and ignores.
+
+Encoder: fairseq's transformer encoder, then the CKY-style chart over its output (spans of
+2 … H + 1 tokens, ``--chart-max-height H``, default 10). EOS is treated as padding by the chart,
+so it lies in no span; it stays a token the decoder attends to.
+
+Decoder: fairseq's transformer decoder. Its memory is the tokens followed by the chart cells,
+``encoder_out["encoder_out"] = [tokens; cells]`` ``(n + H'·n, B, C)`` with the combined key
+padding mask ``(B, n + H'·n)`` (cells level by level, :meth:`Chart.flatten`), so fairseq's own
+cross-attention, its key/value cache and beam reordering serve it unchanged. ``H' = min(H, n - 1)``
+for the batch's width ``n``; cells of spans that hold padding or EOS are masked.
+``encoder_out["chart_padding_mask"]`` ``(B, H'·n)`` is the cells' part of that mask.
+
+Choices, made here:
+
+- the chart reads the encoder's final output (after the final layer norm with
+  ``--encoder-normalize-before``); the leaves ``r_{i,i}`` are the tokens themselves, so the token
+  part of the memory is exactly fairseq's encoder output.
+- the cross-attention weights handed to fairseq (``attn``, for ``--print-alignment``) are the
+  token columns of the head-averaged weights, so that they index source tokens as fairseq's
+  alignment code expects.
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerConfig,
+    TransformerDecoderBase,
+    TransformerEncoderBase,
+    TransformerModelBase,
+)
+from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
+from torch import Tensor
+
+from tree_fairseq.modules.treeformer_chart import TreeformerChart
+
+
+@dataclass
+class TreeformerConfig(TransformerConfig):
+    """fairseq's transformer options plus the chart's."""
+
+    chart_max_height: int = field(
+        default=10, metadata={"help": "H: the chart holds the spans of 2 … H + 1 tokens (default: 10)"}
+    )
+    no_chart_checkpointing: bool = field(
+        default=False,
+        metadata={"help": "keep each chart level's compositions for the backward pass instead of recomputing "
+                          "them: faster, but O(n·H²·d) training memory per sentence instead of O(n·H·d)"},
+    )
+
+
+class TreeformerEncoder(TransformerEncoderBase):
+    """fairseq's transformer encoder followed by a :class:`TreeformerChart`.
+
+    Its output is fairseq's encoder dictionary whose ``encoder_out`` ``(n + H'·n, B, C)`` and
+    ``encoder_padding_mask`` ``(B, n + H'·n)`` hold the tokens then the chart cells, plus
+    ``chart_padding_mask`` ``(B, H'·n)``. ``encoder_embedding`` and ``encoder_states`` are the
+    tokens' only.
+    """
+
+    def __init__(self, cfg, dictionary, embed_tokens):
+        super().__init__(cfg, dictionary, embed_tokens)
+        self.chart = TreeformerChart(
+            embed_tokens.embedding_dim, cfg.chart_max_height, checkpoint_levels=not cfg.no_chart_checkpointing
+        )
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Tensor | None = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Tensor | None = None,
+        # The tree keys of a tree_translation batch: the chart induces its own spans.
+        src_node_labels: Tensor | None = None,
+        src_node_spans: Tensor | None = None,
+        src_node_padding_mask: Tensor | None = None,
+    ):
+        encoder_out = self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+        tokens = encoder_out["encoder_out"][0]  # (n, B, C)
+        token_padding_mask = encoder_out["encoder_padding_mask"][0]  # (B, n)
+        chart = self.chart(tokens.transpose(0, 1), token_padding_mask | src_tokens.eq(self.dictionary.eos()))
+        cells, cell_padding_mask = chart.flatten()  # (B, H'·n, C), (B, H'·n)
+        return {
+            **encoder_out,
+            "encoder_out": [torch.cat([tokens, cells.transpose(0, 1)], dim=0)],  # (n + H'·n, B, C)
+            "encoder_padding_mask": [torch.cat([token_padding_mask, cell_padding_mask], dim=1)],
+            "chart_padding_mask": [cell_padding_mask],
+        }
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        reordered = super().reorder_encoder_out(encoder_out, new_order)
+        reordered["chart_padding_mask"] = [encoder_out["chart_padding_mask"][0].index_select(0, new_order)]
+        return reordered
+
+
+class TreeformerDecoder(TransformerDecoderBase):
+    """fairseq's transformer decoder over the tokens and chart cells; the attention weights it
+    returns cover the tokens only."""
+
+    def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None, **kwargs):
+        x, extra = super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
+        attn = extra["attn"][0]
+        if encoder_out is not None and attn is not None:
+            num_tokens = encoder_out["encoder_out"][0].size(0) - encoder_out["chart_padding_mask"][0].size(1)
+            extra["attn"] = [attn[..., :num_tokens]]
+        return x, extra
+
+
+@register_model("treeformer")
+class TreeformerModel(TransformerModelBase):
+    """Treeformer (Patel and Flanigan): a :class:`TreeformerEncoder` and a
+    :class:`TreeformerDecoder`, for ``--task translation`` or ``--task tree_translation`` (its trees
+    are not read). Options: :class:`TreeformerConfig`."""
+
+    @classmethod
+    def add_args(cls, parser):
+        # No defaults on the parser, so that the architectures can set them (as fairseq's transformer).
+        gen_parser_from_dataclass(parser, TreeformerConfig(), delete_default=True, with_prefix="")
+
+    @classmethod
+    def build_model(cls, args, task):
+        treeformer(args)  # options missing from the args of older checkpoints
+        return super().build_model(TreeformerConfig.from_namespace(args), task)
+
+    @classmethod
+    def build_encoder(cls, cfg, src_dict, embed_tokens):
+        return TreeformerEncoder(cfg, src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
+        return TreeformerDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
+
+    def forward(
+        self,
+        src_tokens,
+        src_lengths,
+        prev_output_tokens,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer: int | None = None,
+        alignment_heads: int | None = None,
+        src_node_labels=None,
+        src_node_spans=None,
+        src_node_padding_mask=None,
+    ):
+        """fairseq's transformer forward pass; the tree keys of a tree_translation batch are ignored."""
+        return super().forward(
+            src_tokens, src_lengths, prev_output_tokens, return_all_hiddens=return_all_hiddens,
+            features_only=features_only, alignment_layer=alignment_layer, alignment_heads=alignment_heads,
+        )
+
+
+# Architectures: fairseq's transformer of the same name, plus the chart's defaults.
+
+
+@register_model_architecture("treeformer", "treeformer")
+def treeformer(args):
+    args.chart_max_height = getattr(args, "chart_max_height", 10)
+    args.no_chart_checkpointing = getattr(args, "no_chart_checkpointing", False)
+    base_architecture(args)
+
+
+@register_model_architecture("treeformer", "treeformer_iwslt_de_en")
+def treeformer_iwslt_de_en(args):
+    transformer_iwslt_de_en(args)  # 512 / ffn 1024 / 4 heads, 6 + 6 layers
+    treeformer(args)
+
+
+@register_model_architecture("treeformer", "treeformer_tiny")
+def treeformer_tiny(args):
+    """For tests: 32 / ffn 64 / 4 heads, 2 + 2 layers, chart height 10."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 32)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
+    args.encoder_layers = getattr(args, "encoder_layers", 2)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
+    args.decoder_layers = getattr(args, "decoder_layers", 2)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
+    treeformer(args)
