@@ -11,6 +11,7 @@ from tree_fairseq.modules.tree_attention import (
     TreeSelfAttention,
     key_padding_mask,
     subtree_mask,
+    tree_attention_mask,
 )
 
 DIM, HEADS = 16, 4
@@ -30,6 +31,50 @@ def test_subtree_mask_of_hand_made_tree():
     visible = torch.tensor([[c == "1" for c in row] for row in node_query + leaf_query])
     assert torch.equal(subtree_mask(structure)[0], ~visible)
     assert key_padding_mask(structure)[0].tolist() == [False] * 4 + [True, True] + [False] * 6
+
+
+@pytest.mark.parametrize("subtree_masking", [True, False])
+def test_tree_attention_mask(subtree_masking):
+    structure = build_tree_structure(*hand_made_batch())
+    mask = tree_attention_mask(structure, subtree_masking)
+    blocked = subtree_mask(structure) if subtree_masking else key_padding_mask(structure).unsqueeze(1)
+    assert mask.dtype == torch.float32 and mask.shape == (blocked.size(0), 1, blocked.size(1), blocked.size(2))
+    # Every row has a finite entry; a row blocked everywhere (the padded node) sees its first key only.
+    fully_blocked = blocked.all(-1)
+    expected = blocked.clone()
+    expected[..., 0] &= ~fully_blocked
+    assert torch.equal(mask[:, 0] == float("-inf"), expected)
+    assert torch.all(mask[:, 0][~expected] == 0)
+    assert fully_blocked.any() == subtree_masking
+    assert tree_attention_mask(structure, subtree_masking, torch.bfloat16).dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("subtree_masking", [True, False])
+def test_fused_self_attention_equals_explicit(subtree_masking):
+    torch.manual_seed(0)
+    attention = TreeSelfAttention(DIM, HEADS, subtree_masking=subtree_masking).eval()
+    _, _, leaves, nodes, structure = batch_tensors(7)
+    new_leaves, new_nodes = attention(leaves, nodes, structure)
+    shared_mask = tree_attention_mask(structure, subtree_masking)
+    torch.testing.assert_close(attention(leaves, nodes, structure, shared_mask), (new_leaves, new_nodes))
+    # The explicit masked softmax of the same keys and values.
+    keys, values = attention._keys_and_values(leaves, nodes, structure)
+    padding = key_padding_mask(structure)
+    blocked = subtree_mask(structure).unsqueeze(1) if subtree_masking else padding[:, None, None, :]
+    expected, _ = attention._attend(torch.cat([nodes, leaves], 1), keys, values, blocked)
+    expected = expected.masked_fill(padding.unsqueeze(-1), 0)
+    torch.testing.assert_close(torch.cat([new_nodes, new_leaves], 1), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_cross_attention_without_weights_equals_with_weights():
+    torch.manual_seed(0)
+    attention = TreeCrossAttention(DIM, HEADS).eval()
+    trees, _, leaves, nodes, structure = batch_tensors(8)
+    query = torch.randn(len(trees), 3, DIM)
+    fused, no_weights = attention(query, leaves, nodes, structure)
+    explicit, _ = attention(query, leaves, nodes, structure, need_weights=True)
+    assert no_weights is None
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
 
 
 def batch_tensors(seed: int, dim: int = DIM):

@@ -61,6 +61,7 @@ from tree_fairseq.modules.tree_attention import (
     TreeMemory,
     TreeSelfAttention,
     key_padding_mask,
+    tree_attention_mask,
 )
 
 
@@ -102,13 +103,14 @@ class TreeTransformerEncoderLayer(TransformerEncoderLayerBase):
             num_hierarchical_embeddings=cfg.hier_embed_size,
         )
 
-    def forward(self, x: Tensor, structure: TreeStructure) -> Tensor:
-        """x: ``(B, m + n, C)``, nodes then leaves -> the same layout."""
+    def forward(self, x: Tensor, structure: TreeStructure, attn_mask: Tensor | None = None) -> Tensor:
+        """x: ``(B, m + n, C)``, nodes then leaves -> the same layout. ``attn_mask``: the
+        :func:`tree_attention_mask` of ``structure``, shared by the layers (built here if not given)."""
         num_nodes = structure.node_padding_mask.size(1)
         residual = x
         if self.normalize_before:
             x = self.self_attn_layer_norm(x)
-        leaves, nodes = self.self_attn(x[:, num_nodes:], x[:, :num_nodes], structure)
+        leaves, nodes = self.self_attn(x[:, num_nodes:], x[:, :num_nodes], structure, attn_mask)
         x = self.residual_connection(self.dropout_module(torch.cat([nodes, leaves], dim=1)), residual)
         if not self.normalize_before:
             x = self.self_attn_layer_norm(x)
@@ -169,8 +171,13 @@ class TreeTransformerEncoder(TransformerEncoderBase):
             return x[:, num_nodes:].transpose(0, 1)  # (n, B, C) as fairseq's encoder states
 
         encoder_states = [leaves_of(x)] if return_all_hiddens else []
+        # One attention mask per batch (per masking option), shared by all layers.
+        attn_masks = {}
         for layer in self.layers:
-            x = layer(x, structure)
+            subtree_masking = layer.self_attn.subtree_masking
+            if subtree_masking not in attn_masks:
+                attn_masks[subtree_masking] = tree_attention_mask(structure, subtree_masking, x.dtype)
+            x = layer(x, structure, attn_masks[subtree_masking])
             if return_all_hiddens:
                 encoder_states.append(leaves_of(x))
         if self.layer_norm is not None:

@@ -12,6 +12,11 @@ to the layer that calls them. Choices the paper leaves open, made here:
 - keys and values are ordered nodes first, ``[N; L]``, as in eqs. 17, 18 and 24;
 - a query with no visible key (a padded node under the subtree mask) gets zero attention
   weights instead of NaN, and every padded query's output is zero.
+
+The attention itself is torch's fused ``scaled_dot_product_attention`` (memory linear in the
+length on the flash backends); the explicit ``(B, H, Q, K)`` weights are built only when
+``need_weights`` asks for them. The encoder's mask (:func:`tree_attention_mask`) is built once
+per batch and shared by all layers.
 See :mod:`tree_fairseq.modules.hierarchical_accumulation` for the accumulation's own choices.
 """
 
@@ -54,6 +59,28 @@ def subtree_mask(structure: TreeStructure) -> Tensor:
         dim=2,
     )  # (B, n, m + n)
     return ~torch.cat([node_query, leaf_query], dim=1)
+
+
+def tree_attention_mask(
+    structure: TreeStructure, subtree_masking: bool = True, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    """The additive mask of :class:`TreeSelfAttention` for ``scaled_dot_product_attention``:
+    ``(B, 1, m + n, m + n)`` (``(B, 1, 1, m + n)`` without subtree masking) of ``dtype``, 0 where
+    a query sees a key and ``-inf`` where :func:`subtree_mask` (or the key padding) blocks it.
+
+    A query that would see no key (a padded node under the subtree mask) sees the first key
+    instead, so that the fused softmax stays finite; :class:`TreeSelfAttention` zeroes the output
+    of every padded query. Build it once per batch and hand it to every layer.
+    """
+    if subtree_masking:
+        blocked = subtree_mask(structure).unsqueeze(1)  # (B, 1, m + n, m + n)
+    else:
+        blocked = key_padding_mask(structure)[:, None, None, :]  # (B, 1, 1, m + n)
+    if blocked.size(-1) > 0:
+        fully_blocked = blocked.all(dim=-1)  # (B, 1, Q)
+        blocked = blocked.clone()
+        blocked[..., 0] &= ~fully_blocked
+    return torch.zeros(blocked.shape, dtype=dtype, device=blocked.device).masked_fill(blocked, float("-inf"))
 
 
 def _masked_softmax(scores: Tensor, blocked: Tensor) -> Tensor:
@@ -137,13 +164,28 @@ class _TreeAttention(nn.Module):
         return keys, torch.cat([accumulated.to(leaf_values.dtype), leaf_values], dim=2)
 
     def _attend(self, query: Tensor, keys: Tensor, values: Tensor, blocked: Tensor) -> tuple[Tensor, Tensor]:
-        """Eqs. 17-18 / 24 followed by ``W^O``. query ``(B, Q, d)``; keys, values ``(B, H, K, dh)``;
-        blocked ``(B, 1, Q or 1, K)``. Returns the output ``(B, Q, d)`` and the attention
-        weights ``(B, H, Q, K)`` (before dropout)."""
+        """Eqs. 17-18 / 24 followed by ``W^O``, the explicit way. query ``(B, Q, d)``; keys,
+        values ``(B, H, K, dh)``; blocked ``(B, 1, Q or 1, K)``. Returns the output ``(B, Q, d)``
+        and the attention weights ``(B, H, Q, K)`` (before dropout)."""
         queries = self._split_heads(self.q_proj(query)) * self.head_dim**-0.5
         probs = _masked_softmax(queries @ keys.transpose(-1, -2), blocked)
         attended = F.dropout(probs, p=self.dropout, training=self.training).to(values.dtype) @ values
         return self.out_proj(self._merge_heads(attended)), probs
+
+    def _fused_attend(self, query: Tensor, keys: Tensor, values: Tensor, attn_mask: Tensor) -> Tensor:
+        """:meth:`_attend` with torch's fused attention and without the weights. attn_mask:
+        additive, broadcastable to ``(B, H, Q, K)``, with at least one finite entry per row."""
+        queries = self._split_heads(self.q_proj(query))
+        if attn_mask.is_floating_point() and attn_mask.dtype != queries.dtype:
+            attn_mask = attn_mask.to(queries.dtype)
+        attended = F.scaled_dot_product_attention(
+            queries,
+            keys.to(queries.dtype),
+            values.to(queries.dtype),
+            attn_mask=attn_mask,
+            dropout_p=self.dropout if self.training else 0.0,
+        )
+        return self.out_proj(self._merge_heads(attended))
 
 
 class TreeSelfAttention(_TreeAttention):
@@ -158,17 +200,18 @@ class TreeSelfAttention(_TreeAttention):
         super().__init__(embed_dim, num_heads, **kwargs)
         self.subtree_masking = subtree_masking
 
-    def forward(self, leaves: Tensor, nodes: Tensor, structure: TreeStructure) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, leaves: Tensor, nodes: Tensor, structure: TreeStructure, attn_mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """leaves ``(B, n, d)``, nodes ``(B, m, d)`` -> new leaves ``(B, n, d)`` and nodes ``(B, m, d)``;
-        zero at padded positions."""
+        zero at padded positions. ``attn_mask``: :func:`tree_attention_mask` of ``structure``
+        with this module's ``subtree_masking``, built here if not given."""
         num_nodes = nodes.size(1)
         keys, values = self._keys_and_values(leaves, nodes, structure)
         padding = key_padding_mask(structure)  # (B, m + n)
-        if self.subtree_masking:
-            blocked = subtree_mask(structure).unsqueeze(1)  # (B, 1, m + n, m + n)
-        else:
-            blocked = padding[:, None, None, :]
-        out, _ = self._attend(torch.cat([nodes, leaves], dim=1), keys, values, blocked)
+        if attn_mask is None:
+            attn_mask = tree_attention_mask(structure, self.subtree_masking, leaves.dtype)
+        out = self._fused_attend(torch.cat([nodes, leaves], dim=1), keys, values, attn_mask)
         out = out.masked_fill(padding.unsqueeze(-1), 0)
         return out[:, num_nodes:], out[:, :num_nodes]
 
@@ -210,9 +253,25 @@ class TreeCrossAttention(_TreeAttention):
     ) -> tuple[Tensor, Tensor | None]:
         """query ``(B, T, d)`` -> output ``(B, T, d)`` and, if ``need_weights``, the attention
         weights averaged over heads ``(B, T, m + n)`` (columns ``:memory.num_nodes`` are nodes)."""
-        blocked = memory.key_padding_mask[:, None, None, :]
-        out, probs = self._attend(query, memory.keys, memory.values, blocked)
-        return out, (probs.mean(dim=1) if need_weights else None)
+        blocked = memory.key_padding_mask[:, None, None, :]  # (B, 1, 1, m + n)
+        if need_weights:
+            out, probs = self._attend(query, memory.keys, memory.values, blocked)
+            return out, probs.mean(dim=1)
+        # A sentence without a real key (never in real batches) attends to nothing, as in _attend:
+        # its first key is unblocked for the fused softmax, and its attention output zeroed.
+        fully_blocked = blocked.all(dim=-1, keepdim=True)  # (B, 1, 1, 1)
+        if blocked.size(-1) > 0:
+            blocked = torch.cat([blocked[..., :1] & ~fully_blocked, blocked[..., 1:]], dim=-1)
+        queries = self._split_heads(self.q_proj(query))
+        attended = F.scaled_dot_product_attention(
+            queries,
+            memory.keys.to(queries.dtype),
+            memory.values.to(queries.dtype),
+            attn_mask=~blocked,
+            dropout_p=self.dropout if self.training else 0.0,
+        )
+        attended = attended.masked_fill(fully_blocked, 0)
+        return self.out_proj(self._merge_heads(attended)), None
 
     def forward(
         self,
