@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import fairseq_binarize
+
 from tree_fairseq.cli import parse as parse_cli
 from tree_fairseq.cli import preprocess as preprocess_cli
 from tree_fairseq.trees import trivial_tree
@@ -73,3 +75,23 @@ def tiny_corpus(tmp_path_factory) -> Path:
 def tiny_databin(tiny_corpus, tmp_path_factory) -> Path:
     """A tree data-bin (de -> en) of the tiny corpus, made by tree-fairseq-preprocess."""
     return preprocess(tiny_corpus, tmp_path_factory.mktemp("tiny_databin") / "bin")
+
+
+@pytest.fixture(scope="session")
+def plain_databin(tiny_corpus, tmp_path_factory) -> Path:
+    """The tiny corpus's text, binarised by fairseq-preprocess alone (no trees)."""
+    return fairseq_binarize(
+        tmp_path_factory.mktemp("plain_databin"), "--source-lang", "de", "--target-lang", "en",
+        "--trainpref", str(tiny_corpus / "train"), "--validpref", str(tiny_corpus / "valid"),
+        "--testpref", str(tiny_corpus / "test"), "--joined-dictionary",
+    )
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models run several times faster on one thread than on threads that wait for each
+    other on a shared machine (``pytestmark = pytest.mark.usefixtures("one_thread")``)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -3,79 +3,26 @@ invariance, incremental decoding against the full forward pass, and fairseq-trai
 fairseq-generate end to end on the tiny tree data-bin (``--task tree_translation``) and on a plain
 fairseq-preprocess data-bin (``--task translation``)."""
 
-import os
+import functools
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-from fairseq import options, tasks
-from fairseq_cli import preprocess as fairseq_preprocess
+from helpers import by_source_length as by_length
+from helpers import check_incremental_decoding_as_the_generator, collate, row_of, train_and_generate
 
-import tree_fairseq
+import helpers
 from tree_fairseq.modules.constituent_attention import ConstituentSelfAttention
 
-USER_DIR = str(Path(tree_fairseq.__file__).parent)
 ARCH = "constituent_transformer_tiny"
-
-
-def parse(databin, *flags, arch=ARCH, task="tree_translation"):
-    parser = options.get_training_parser()
-    return options.parse_args_and_arch(parser, [
-        str(databin), "--user-dir", USER_DIR, "--task", task, "--arch", arch, "--cpu", *flags,
-    ])
-
-
-def build(databin, *flags, left_pad_source=True, seed=1, task="tree_translation"):
-    """The tiny model (eval mode) and its task with the test split loaded."""
-    args = parse(databin, *flags, task=task)
-    args.left_pad_source = left_pad_source
-    setup = tasks.setup_task(args)
-    setup.load_dataset("test")
-    torch.manual_seed(seed)
-    return setup, setup.build_model(args).eval()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread, and much faster on a machine shared with other jobs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def plain_databin(tiny_corpus, tmp_path_factory):
-    """The tiny corpus's text, binarised by fairseq-preprocess alone (no trees)."""
-    destdir = tmp_path_factory.mktemp("plain_databin")
-    fairseq_preprocess.main(options.get_preprocessing_parser().parse_args([
-        "--source-lang", "de", "--target-lang", "en", "--trainpref", str(tiny_corpus / "train"),
-        "--validpref", str(tiny_corpus / "valid"), "--testpref", str(tiny_corpus / "test"),
-        "--destdir", str(destdir), "--joined-dictionary", "--workers", "1",
-    ]))
-    return destdir
+parse = functools.partial(helpers.parse, arch=ARCH)
+build = functools.partial(helpers.build, arch=ARCH)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def tiny(tiny_databin):
     return build(tiny_databin)
-
-
-def by_length(task):
-    dataset = task.dataset("test")
-    return sorted(range(len(dataset)), key=lambda i: (len(dataset[i]["source"]), i))
-
-
-def collate(task, indices):
-    dataset = task.dataset("test")
-    return dataset.collater([dataset[i] for i in indices])
-
-
-def row_of(batch, index):
-    return batch["id"].tolist().index(index)
 
 
 @pytest.mark.parametrize("arch, dims", [
@@ -149,28 +96,7 @@ def test_tree_keys_are_ignored(tiny):
 
 def test_incremental_decoding_matches_full_forward(tiny):
     task, model = tiny
-    batch = collate(task, by_length(task)[-3:])
-    net_input = batch["net_input"]
-    prev = net_input["prev_output_tokens"]
-    assert prev.size(1) > 5
-    with torch.no_grad():
-        full = model(**net_input)[0]  # (B, T, V)
-        # As fairseq's SequenceGenerator: two beams per sentence, beams reordered within their
-        # sentence, then a finished sentence leaves the batch.
-        rows = torch.arange(prev.size(0)).repeat_interleave(2)
-        encoder_out = model.encoder.reorder_encoder_out(model.encoder.forward_torchscript(net_input), rows)
-        steps = {3: torch.tensor([1, 0, 3, 2, 5, 4]), 5: torch.tensor([2, 3, 4, 5])}
-        state, compared = {}, 0
-        for t in range(prev.size(1)):
-            if t in steps:
-                model.decoder.reorder_incremental_state_scripting(state, steps[t])
-                encoder_out = model.encoder.reorder_encoder_out(encoder_out, steps[t])
-                rows = rows[steps[t]]
-            step = model.decoder(prev[rows, : t + 1], encoder_out=encoder_out, incremental_state=state)[0]
-            real = prev[rows, t].ne(task.target_dictionary.pad())
-            torch.testing.assert_close(step[real, -1], full[rows[real], t], atol=1e-5, rtol=1e-5)
-            compared += int(real.sum())
-    assert compared > 3 * 5
+    encoder_out = check_incremental_decoding_as_the_generator(task, model, by_length(task)[-3:])
     assert encoder_out["constituent_links"][0].size(0) == 4
 
 
@@ -189,24 +115,8 @@ def test_training_step_reaches_the_constituent_attention(tiny_databin):
 
 @pytest.mark.parametrize("task, databin", [("tree_translation", "tiny_databin"), ("translation", "plain_databin")])
 def test_fairseq_train_and_generate(request, tmp_path, task, databin):
-    databin = request.getfixturevalue(databin)
-    env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
-    env["OMP_NUM_THREADS"] = "1"  # see one_thread
-    common = [str(databin), "--user-dir", USER_DIR, "--task", task, "--cpu", "--num-workers", "0"]
-    train = subprocess.run([
-        sys.executable, "-m", "fairseq_cli.train", *common, "--arch", ARCH, "--share-all-embeddings",
-        "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "3",
-        "--save-dir", str(tmp_path), "--no-epoch-checkpoints", "--no-save-optimizer-state",
-        "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-    ], env=env, capture_output=True, text=True)
-    assert train.returncode == 0, train.stderr[-3000:]
-    assert (tmp_path / "checkpoint_last.pt").exists()
-
-    generate = subprocess.run([
-        sys.executable, "-m", "fairseq_cli.generate", *common, "--path", str(tmp_path / "checkpoint_last.pt"),
-        "--gen-subset", "test", "--beam", "3", "--batch-size", "16", "--max-len-a", "0", "--max-len-b", "10",
-    ], env=env, capture_output=True, text=True)
-    assert generate.returncode == 0, generate.stderr[-3000:]
-    hypotheses = re.findall(r"^H-(\d+)\t", generate.stdout, flags=re.M)
+    stdout = train_and_generate(request.getfixturevalue(databin), tmp_path, ARCH, "--share-all-embeddings",
+                                task=task, max_update=3)
+    hypotheses = re.findall(r"^H-(\d+)\t", stdout, flags=re.M)
     assert sorted(map(int, hypotheses)) == list(range(40))
-    assert "Generate test with beam=3: BLEU4" in generate.stdout
+    assert "Generate test with beam=3: BLEU4" in stdout

@@ -1,10 +1,9 @@
 """The fast hierarchical accumulation against a direct implementation of the paper's
 equations 5-10 (the oracle below), on random trees with 2-4 children per node."""
 
-import random
-
 import pytest
 import torch
+from helpers import random_tree_batch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tree_fairseq.modules.hierarchical_accumulation import (
@@ -14,50 +13,9 @@ from tree_fairseq.modules.hierarchical_accumulation import (
 )
 
 
-def random_spans(num_words: int, rng: random.Random) -> list[tuple[int, int]]:
-    """Bottom-up node spans of a random tree over ``num_words`` leaves, 2-4 children per node
-    (a child over one word is a leaf, a child over more words is a node)."""
-    spans = []
-
-    def split(start: int, end: int):
-        width = end - start + 1
-        cuts = sorted(rng.sample(range(start + 1, end + 1), rng.randint(2, min(4, width)) - 1))
-        bounds = [start, *cuts, end + 1]
-        for lo, hi in zip(bounds, bounds[1:]):
-            if hi - lo >= 2:
-                split(lo, hi - 1)
-        spans.append((start, end))
-
-    if num_words >= 2:
-        split(0, num_words - 1)
-    return spans
-
-
-def pad_batch(trees: list[tuple[int, list[tuple[int, int]]]], left_pad: list[bool]):
-    """Collate ``(num_words, spans)`` sentences as the data layer does: every sentence gets a
-    trailing EOS leaf outside all spans; leaves padded on the left where ``left_pad``, nodes on
-    the right. Returns ``spans (B, m, 2)``, ``leaf_padding_mask (B, n)``, ``node_padding_mask
-    (B, m)`` and the per-sentence leaf offsets."""
-    num_leaves = max(words + 1 for words, _ in trees)
-    num_nodes = max(len(spans) for _, spans in trees)
-    spans = torch.full((len(trees), num_nodes, 2), -1, dtype=torch.long)
-    leaf_padding_mask = torch.ones(len(trees), num_leaves, dtype=torch.bool)
-    node_padding_mask = torch.ones(len(trees), num_nodes, dtype=torch.bool)
-    offsets = []
-    for b, ((words, sentence_spans), left) in enumerate(zip(trees, left_pad)):
-        offset = num_leaves - (words + 1) if left else 0
-        offsets.append(offset)
-        leaf_padding_mask[b, offset : offset + words + 1] = False
-        node_padding_mask[b, : len(sentence_spans)] = False
-        if sentence_spans:
-            spans[b, : len(sentence_spans)] = torch.tensor(sentence_spans) + offset
-    return spans, leaf_padding_mask, node_padding_mask, offsets
-
-
 def random_batch(seed: int, word_counts=(1, 2, 5, 9, 12), left_pad=(False, True, False, True, True)):
-    rng = random.Random(seed)
-    trees = [(words, random_spans(words, rng)) for words in word_counts]
-    return trees, *pad_batch(trees, list(left_pad))
+    """Random trees with 2-4 children per node, padded (:func:`helpers.random_tree_batch`)."""
+    return random_tree_batch(seed, word_counts, left_pad, max_children=4)
 
 
 def naive_accumulation(leaf_values, node_values, leaf_weights, spans, embedding=None):

@@ -3,7 +3,6 @@ punctuation, the ``constituent_masked_lm`` task (batches, fairseq-train, trees f
 encoder), and ``scripts/induce_trees.py`` end to end on a few PTB sentences."""
 
 import importlib.util
-import os
 import random
 import re
 import subprocess
@@ -14,9 +13,8 @@ import pytest
 import torch
 from conftest import shared_data
 from fairseq import checkpoint_utils, options, tasks
-from fairseq_cli import preprocess as fairseq_preprocess
+from helpers import USER_DIR, fairseq_binarize, subprocess_env
 
-import tree_fairseq
 from tree_fairseq.trees import Node, Tree, parse_tree, trivial_tree
 from tree_fairseq.trees.evaluation import (
     bracket_f1,
@@ -25,18 +23,11 @@ from tree_fairseq.trees.evaluation import (
     random_binary_tree,
 )
 
-USER_DIR = str(Path(tree_fairseq.__file__).parent)
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "induce_trees.py"
 
 
 def tree(words: str, *spans: tuple[int, int]) -> Tree:
     return Tree(tuple(words.split()), tuple(Node("X", start, end) for start, end in spans))
-
-
-def subprocess_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
-    env["OMP_NUM_THREADS"] = "1"  # tiny models: faster on one thread, much faster on a shared machine
-    return env
 
 
 # Bracket F1
@@ -101,12 +92,10 @@ def test_ptb_tree_without_punctuation():
 @pytest.fixture(scope="module")
 def mono_databin(tiny_corpus, tmp_path_factory):
     """The tiny corpus's English side as a monolingual data-bin (fairseq-preprocess --only-source)."""
-    destdir = tmp_path_factory.mktemp("mono_databin")
-    fairseq_preprocess.main(options.get_preprocessing_parser().parse_args([
-        "--only-source", "--trainpref", str(tiny_corpus / "train.en"), "--validpref", str(tiny_corpus / "valid.en"),
-        "--destdir", str(destdir), "--workers", "1",
-    ]))
-    return destdir
+    return fairseq_binarize(
+        tmp_path_factory.mktemp("mono_databin"), "--only-source", "--trainpref", str(tiny_corpus / "train.en"),
+        "--validpref", str(tiny_corpus / "valid.en"),
+    )
 
 
 def test_masked_lm_batches_are_single_sentences(mono_databin, tiny_corpus):

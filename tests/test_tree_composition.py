@@ -5,7 +5,7 @@ padding, gradients and bf16 autocast."""
 import pytest
 import torch
 import torch.nn.functional as F
-from test_hierarchical_accumulation import pad_batch
+from helpers import pad_batch
 from test_tree_positional_encoding import hand_made_batch, random_trees, sibling_groups
 
 from tree_fairseq.modules.tree_composition import TreeComposition, composition_schedule, node_heights

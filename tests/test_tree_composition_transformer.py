@@ -3,27 +3,29 @@ and architectures, the encoder's wiring against the module, its variants, batch 
 encoder and of generation, incremental decoding against the full forward pass, and fairseq-train +
 fairseq-generate end to end on the tiny data-bin."""
 
+import functools
 import re
 
 import pytest
 import torch
 from fairseq import options
-from test_tree_pe_transformer import (
-    build,
+from helpers import (
     by_length,
     check_encoder_batch_invariance,
     check_generation_batch_invariance,
     check_incremental_decoding,
     collate,
-    one_thread,  # noqa: F401  (autouse fixture)
-    parse,
     train_and_generate,
 )
 
+import helpers
 from tree_fairseq.models.tree_composition_transformer import TreeCompositionTransformerModel
 from tree_fairseq.modules.tree_composition import composition_schedule
 
 ARCH = "tree_composition_transformer_tiny"
+parse = functools.partial(helpers.parse, arch=ARCH)
+build = functools.partial(helpers.build, arch=ARCH)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,14 @@ import torch
 from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.sequence_generator import SequenceGenerator
-from fairseq_cli import preprocess
-from test_tree_pe_transformer import (
+from helpers import (
     build,
     by_length,
     check_incremental_decoding,
     collate,
-    one_thread,  # noqa: F401  (autouse fixture)
+    fairseq_binarize,
     parse,
+    random_spans,
     row_of,
     train_and_generate,
 )
@@ -53,24 +53,13 @@ from tree_fairseq.trees.linearize import (
 ARCH = "tree_pe_parser_tiny"
 LABELS = ("S", "NP", "VP", "PP", "@BPE")
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def random_tree(rng: random.Random, num_words: int, max_children: int = 5) -> Tree:
     """A random normal-form tree: 2 to ``max_children`` children per node, random labels."""
     words = ["".join(rng.choices(SYLLABLES, k=2)) for _ in range(num_words)]
-    nodes = []
-
-    def split(start: int, end: int):
-        width = end - start + 1
-        cuts = sorted(rng.sample(range(start + 1, end + 1), rng.randint(2, min(max_children, width)) - 1))
-        bounds = [start, *cuts, end + 1]
-        for lo, hi in zip(bounds, bounds[1:]):
-            if hi - lo >= 2:
-                split(lo, hi - 1)
-        nodes.append(Node(rng.choice(LABELS), start, end))
-
-    if num_words >= 2:
-        split(0, num_words - 1)
+    nodes = random_spans(num_words, rng, max_children, node=lambda start, end: Node(rng.choice(LABELS), start, end))
     return Tree(tuple(words), tuple(nodes))
 
 
@@ -98,12 +87,10 @@ def write_parse_corpus(directory: Path, order: str) -> Path:
         trees = random_trees(seed, count, max_words=9)
         (directory / f"{split}.words").write_text("".join(" ".join(t.leaves) + "\n" for t in trees))
         (directory / f"{split}.tree").write_text("".join(" ".join(linearize(t, order)) + "\n" for t in trees))
-    parser = options.get_preprocessing_parser()
-    preprocess.main(parser.parse_args([
-        "--source-lang", "words", "--target-lang", "tree", "--destdir", str(directory / "bin"), "--workers", "1",
+    return fairseq_binarize(
+        directory / "bin", "--source-lang", "words", "--target-lang", "tree",
         *(arg for split in ("train", "valid", "test") for arg in (f"--{split}pref", str(directory / split))),
-    ]))
-    return directory / "bin"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -1,153 +1,31 @@
 """The ``tree_pe_transformer`` model (tree positional encodings in the encoder): options and
 architectures, positions from the tree, batch invariance of the encoder and of generation,
 incremental decoding against the full forward pass, and fairseq-train + fairseq-generate end to end
-on the tiny data-bin. Helpers here are shared with the other models' tests."""
+on the tiny data-bin."""
 
-import os
+import functools
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-from fairseq import options, tasks
-from fairseq.sequence_generator import SequenceGenerator
+from fairseq import options
+from helpers import (
+    by_length,
+    check_encoder_batch_invariance,
+    check_generation_batch_invariance,
+    check_incremental_decoding,
+    collate,
+    train_and_generate,
+)
 
-import tree_fairseq
+import helpers
 from tree_fairseq.models.tree_pe_transformer import TreePETransformerModel
 from tree_fairseq.modules.tree_positional_encoding import tree_paths
 
-USER_DIR = str(Path(tree_fairseq.__file__).parent)
-MAX_LEN = 12  # fixed (max_len_a = 0) so that a batch's longest source does not change it
 ARCH = "tree_pe_transformer_tiny"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run several times faster on one thread than on threads that wait for each
-    other on a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def parse(databin, *flags, arch=ARCH, task="tree_translation"):
-    parser = options.get_training_parser()
-    return options.parse_args_and_arch(parser, [
-        str(databin), "--user-dir", USER_DIR, "--task", task, "--arch", arch, "--cpu", *flags,
-    ])
-
-
-def build(databin, *flags, arch=ARCH, task="tree_translation", left_pad_source=True, seed=1):
-    """A tiny model (eval mode) and its task with the test split loaded."""
-    args = parse(databin, *flags, arch=arch, task=task)
-    args.left_pad_source = left_pad_source
-    task = tasks.setup_task(args)
-    task.load_dataset("test")
-    torch.manual_seed(seed)
-    return task, task.build_model(args).eval()
-
-
-def by_length(task):
-    """Test-split indices, shortest source first."""
-    dataset = task.dataset("test")
-    return sorted(range(len(dataset)), key=lambda i: (dataset.num_tokens(i), i))
-
-
-def collate(task, indices):
-    dataset = task.dataset("test")
-    return dataset.collater([dataset[i] for i in indices])
-
-
-def row_of(batch, index):
-    return batch["id"].tolist().index(index)
-
-
-def generate(model, task, sample, beam):
-    generator = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_a=0, max_len_b=MAX_LEN)
-    with torch.no_grad():
-        return generator.generate([model], sample)
-
-
-def check_encoder_batch_invariance(task, model):
-    """Each short sentence's encoder output, alone and batched with the longest ones."""
-    order = by_length(task)
-    with torch.no_grad():
-        for index in order[:4]:  # includes a sentence without nodes
-            alone = collate(task, [index])
-            batch = collate(task, [index, *order[-3:]])
-            row = row_of(batch, index)
-            out_alone = model.encoder.forward_torchscript(alone["net_input"])
-            out_batch = model.encoder.forward_torchscript(batch["net_input"])
-            real = ~out_batch["encoder_padding_mask"][0][row]
-            assert real.sum() == out_alone["encoder_out"][0].size(0) < real.numel()
-            assert not out_alone["encoder_padding_mask"][0].any()
-            torch.testing.assert_close(
-                out_batch["encoder_out"][0][real, row], out_alone["encoder_out"][0][:, 0], atol=1e-5, rtol=0)
-
-
-def check_generation_batch_invariance(task, model, beam):
-    order = by_length(task)
-    for index in order[1:3]:
-        alone = generate(model, task, collate(task, [index]), beam)[0]
-        batch = collate(task, [index, *order[-3:]])
-        batched = generate(model, task, batch, beam)[row_of(batch, index)]
-        assert len(alone) == len(batched) == beam
-        for hypo_alone, hypo_batched in zip(alone, batched):
-            assert hypo_alone["tokens"].tolist() == hypo_batched["tokens"].tolist()
-            torch.testing.assert_close(hypo_alone["positional_scores"], hypo_batched["positional_scores"],
-                                       atol=1e-5, rtol=0)
-
-
-def check_incremental_decoding(task, model, indices):
-    """Step by step with an incremental state, against the full forward pass, through a beam
-    reorder at step 3. Two hypotheses per sentence, with different prefixes (other sentences'
-    targets); the reorder stays within each sentence's beam, as the generator's does (fairseq's
-    cross-attention keeps its cache when the batch size does not change)."""
-    net_input = collate(task, indices)["net_input"]
-    sources = torch.tensor([0, 0, 1, 1, 2, 2])  # the generator's expansion to beam 2
-    prev = net_input["prev_output_tokens"][torch.tensor([0, 1, 1, 2, 2, 0])]
-    pairs = {k: v.index_select(0, sources) for k, v in net_input.items() if k != "prev_output_tokens"}
-    with torch.no_grad():
-        full = model(**pairs, prev_output_tokens=prev)[0]  # (6, T, V)
-        encoder_out = model.encoder.reorder_encoder_out(model.encoder.forward_torchscript(net_input), sources)
-        state, rows, compared = {}, torch.arange(6), 0
-        for t in range(prev.size(1)):
-            if t == 3:
-                new_order = torch.tensor([1, 0, 2, 2, 5, 4])
-                model.decoder.reorder_incremental_state_scripting(state, new_order)
-                encoder_out = model.encoder.reorder_encoder_out(encoder_out, new_order)
-                rows = rows[new_order]
-            step = model.decoder(prev[rows, : t + 1], encoder_out=encoder_out, incremental_state=state)[0]
-            real = prev[rows, t].ne(task.target_dictionary.pad())  # right-padded targets
-            torch.testing.assert_close(step[real, -1], full[rows[real], t], atol=1e-5, rtol=1e-5)
-            compared += int(real.sum())
-    assert compared > 4 * 6
-
-
-def train_and_generate(databin, save_dir, arch, *train_flags, task="tree_translation", generate_flags=()):
-    """fairseq-train (4 updates) then fairseq-generate on the test split, as subprocesses without
-    TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD. Returns generate's stdout."""
-    env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
-    env["OMP_NUM_THREADS"] = "1"  # see one_thread
-    common = [str(databin), "--user-dir", USER_DIR, "--task", task, "--cpu", "--num-workers", "0"]
-    train = subprocess.run([
-        sys.executable, "-m", "fairseq_cli.train", *common, "--arch", arch, *train_flags,
-        "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "4",
-        "--save-dir", str(save_dir), "--no-epoch-checkpoints", "--no-save-optimizer-state",
-        "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-    ], env=env, capture_output=True, text=True)
-    assert train.returncode == 0, train.stderr[-3000:]
-    assert (save_dir / "checkpoint_last.pt").exists()
-    generate_run = subprocess.run([
-        sys.executable, "-m", "fairseq_cli.generate", *common, "--path", str(save_dir / "checkpoint_last.pt"),
-        "--gen-subset", "test", "--beam", "3", "--batch-size", "16", "--max-len-a", "0", "--max-len-b", "10",
-        *generate_flags,
-    ], env=env, capture_output=True, text=True)
-    assert generate_run.returncode == 0, generate_run.stderr[-3000:]
-    return generate_run.stdout
+parse = functools.partial(helpers.parse, arch=ARCH)
+build = functools.partial(helpers.build, arch=ARCH)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

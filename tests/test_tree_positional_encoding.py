@@ -2,11 +2,9 @@
 step by step from the root with the paper's D_i on one-hot stacks, the algebra of push and pop,
 the depth weighting, padding, batch invariance and bf16 autocast."""
 
-import random
-
 import pytest
 import torch
-from test_hierarchical_accumulation import pad_batch
+from helpers import pad_batch, random_tree_batch
 
 from tree_fairseq.modules.tree_positional_encoding import (
     FIRST_CHILD,
@@ -21,31 +19,10 @@ from tree_fairseq.modules.tree_positional_encoding import (
 )
 
 
-def random_tree(num_words: int, rng: random.Random, max_children: int = 6) -> list[tuple[int, int]]:
-    """Bottom-up spans of a random tree over ``num_words`` leaves with 2 to ``max_children``
-    children per node, flat nodes included (a child over one word is a leaf)."""
-    spans = []
-
-    def split(start: int, end: int):
-        width = end - start + 1
-        cuts = sorted(rng.sample(range(start + 1, end + 1), rng.randint(2, min(max_children, width)) - 1))
-        bounds = [start, *cuts, end + 1]
-        for lo, hi in zip(bounds, bounds[1:]):
-            if hi - lo >= 2:
-                split(lo, hi - 1)
-        spans.append((start, end))
-
-    if num_words >= 2:
-        split(0, num_words - 1)
-    return spans
-
-
 def random_trees(seed: int, word_counts=(1, 3, 7, 12, 16), left_pad=(False, True, False, True, True)):
-    """A padded batch of random trees: ``trees, spans, leaf_padding_mask, node_padding_mask,
-    offsets`` (see ``pad_batch``)."""
-    rng = random.Random(seed)
-    trees = [(words, random_tree(words, rng)) for words in word_counts]
-    return trees, *pad_batch(trees, list(left_pad))
+    """A padded batch of random trees with 2 to 6 children per node, flat nodes included:
+    ``trees, spans, leaf_padding_mask, node_padding_mask, offsets`` (see ``pad_batch``)."""
+    return random_tree_batch(seed, word_counts, left_pad, max_children=6)
 
 
 def sibling_groups(num_words: int, spans: list[tuple[int, int]]) -> dict:

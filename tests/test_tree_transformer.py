@@ -2,66 +2,37 @@
 of generation, incremental decoding against the full forward pass, the Table 3 ablations, bf16
 autocast, and fairseq-train + fairseq-generate end to end on the tiny data-bin."""
 
-import os
+import functools
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-from fairseq import options, tasks
+from fairseq import options
 from fairseq.modules import MultiheadAttention
-from fairseq.sequence_generator import SequenceGenerator
+from helpers import (
+    by_length,
+    check_generation_batch_invariance,
+    cli_args,
+    collate,
+    generate,
+    row_of,
+    subprocess_env,
+    train_and_generate,
+)
 
-import tree_fairseq
+import helpers
 from tree_fairseq.models.tree_transformer import TreeEncoderAttention, TreeTransformerModel
 
-USER_DIR = str(Path(tree_fairseq.__file__).parent)
-MAX_LEN = 12  # fixed (max_len_a = 0) so that a batch's longest source does not change it
-
-
-def parse(databin, *flags, arch="tree_transformer_tiny"):
-    parser = options.get_training_parser()
-    return options.parse_args_and_arch(parser, [
-        str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", arch, "--cpu", *flags,
-    ])
-
-
-def build(databin, *flags, left_pad_source=True, seed=1):
-    """The tiny model (eval mode) and its task with the test split loaded."""
-    args = parse(databin, *flags)
-    args.left_pad_source = left_pad_source
-    task = tasks.setup_task(args)
-    task.load_dataset("test")
-    torch.manual_seed(seed)
-    return task, task.build_model(args).eval()
+ARCH = "tree_transformer_tiny"
+parse = functools.partial(helpers.parse, arch=ARCH)
+build = functools.partial(helpers.build, arch=ARCH)
 
 
 @pytest.fixture(scope="module")
 def tiny(tiny_databin):
     return build(tiny_databin)
-
-
-def by_length(task):
-    """Test-split indices, shortest source (leaves + nodes) first."""
-    dataset = task.dataset("test")
-    return sorted(range(len(dataset)), key=lambda i: (dataset.num_tokens(i), i))
-
-
-def collate(task, indices):
-    dataset = task.dataset("test")
-    return dataset.collater([dataset[i] for i in indices])
-
-
-def row_of(batch, index):
-    return batch["id"].tolist().index(index)
-
-
-def generate(model, task, sample, beam):
-    generator = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_a=0, max_len_b=MAX_LEN)
-    with torch.no_grad():
-        return generator.generate([model], sample)
 
 
 # Options and architectures
@@ -141,17 +112,7 @@ def test_encoder_output_is_batch_invariant(tiny_databin, left_pad_source):
 
 @pytest.mark.parametrize("beam", [1, 3])
 def test_generation_is_batch_invariant(tiny, beam):
-    task, model = tiny
-    order = by_length(task)
-    for index in order[1:3]:
-        alone = generate(model, task, collate(task, [index]), beam)[0]
-        batch = collate(task, [index, *order[-3:]])
-        batched = generate(model, task, batch, beam)[row_of(batch, index)]
-        assert len(alone) == len(batched) == beam
-        for hypo_alone, hypo_batched in zip(alone, batched):
-            assert hypo_alone["tokens"].tolist() == hypo_batched["tokens"].tolist()
-            torch.testing.assert_close(hypo_alone["positional_scores"], hypo_batched["positional_scores"],
-                                       atol=1e-5, rtol=0)
+    check_generation_batch_invariance(*tiny, beam)
 
 
 # Incremental decoding
@@ -265,30 +226,15 @@ def test_bf16_autocast_forward_has_no_nan(tiny):
 
 
 def test_fairseq_train_and_generate(tiny_databin, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
-    common = [str(tiny_databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--cpu", "--num-workers", "0"]
-    train = subprocess.run([
-        sys.executable, "-m", "fairseq_cli.train", *common, "--arch", "tree_transformer_tiny",
-        "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500",
-        "--max-update", "4", "--save-dir", str(tmp_path), "--no-epoch-checkpoints", "--no-save-optimizer-state",
-        "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-    ], env=env, capture_output=True, text=True)
-    assert train.returncode == 0, train.stderr[-3000:]
-    assert (tmp_path / "checkpoint_last.pt").exists()
-
-    generate_run = subprocess.run([
-        sys.executable, "-m", "fairseq_cli.generate", *common, "--path", str(tmp_path / "checkpoint_last.pt"),
-        "--gen-subset", "test", "--beam", "3", "--batch-size", "16", "--max-len-a", "0", "--max-len-b", "10",
-    ], env=env, capture_output=True, text=True)
-    assert generate_run.returncode == 0, generate_run.stderr[-3000:]
-    hypotheses = re.findall(r"^H-(\d+)\t", generate_run.stdout, flags=re.M)
+    stdout = train_and_generate(tiny_databin, tmp_path, ARCH, "--share-all-embeddings")
+    hypotheses = re.findall(r"^H-(\d+)\t", stdout, flags=re.M)
     assert sorted(map(int, hypotheses)) == list(range(40))
-    assert "Generate test with beam=3: BLEU4" in generate_run.stdout
+    assert "Generate test with beam=3: BLEU4" in stdout
 
     validate_run = subprocess.run([
-        sys.executable, "-m", "fairseq_cli.validate", *common, "--path", str(tmp_path / "checkpoint_last.pt"),
-        "--valid-subset", "valid", "--max-tokens", "500",
-    ], env=env, capture_output=True, text=True)
+        sys.executable, "-m", "fairseq_cli.validate", *cli_args(tiny_databin, "tree_translation"),
+        "--path", str(tmp_path / "checkpoint_last.pt"), "--valid-subset", "valid", "--max-tokens", "500",
+    ], env=subprocess_env(), capture_output=True, text=True)
     assert validate_run.returncode == 0, validate_run.stderr[-3000:]
     loss = re.search(r"valid on 'valid' subset \| loss ([0-9.]+)", validate_run.stdout + validate_run.stderr)
     assert loss and 0 < float(loss.group(1)) < 20

@@ -58,6 +58,7 @@ from fairseq.models.transformer.transformer_legacy import (
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor, nn
 
+from tree_fairseq.models.common import TextSourceTransformerModel, tiny_defaults
 from tree_fairseq.modules.constituent_attention import ConstituentAttention, ConstituentSelfAttention
 
 
@@ -167,43 +168,20 @@ class ConstituentTransformerEncoder(TransformerEncoderBase):
 
 
 @register_model("constituent_transformer")
-class ConstituentTransformerModel(TransformerModelBase):
+class ConstituentTransformerModel(TextSourceTransformerModel):
     """A :class:`ConstituentTransformerEncoder` and fairseq's transformer decoder, for
     ``--task translation`` or ``--task tree_translation`` (its trees are not read). Options:
     :class:`ConstituentTransformerConfig`."""
 
-    @classmethod
-    def add_args(cls, parser):
-        # No defaults on the parser, so that the architectures can set them (as fairseq's transformer).
-        gen_parser_from_dataclass(parser, ConstituentTransformerConfig(), delete_default=True, with_prefix="")
+    config_class = ConstituentTransformerConfig
 
     @classmethod
-    def build_model(cls, args, task):
-        constituent_transformer(args)  # options missing from the args of older checkpoints
-        return super().build_model(ConstituentTransformerConfig.from_namespace(args), task)
+    def set_defaults(cls, args):
+        constituent_transformer(args)
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
         return ConstituentTransformerEncoder(cfg, src_dict, embed_tokens)
-
-    def forward(
-        self,
-        src_tokens,
-        src_lengths,
-        prev_output_tokens,
-        return_all_hiddens: bool = True,
-        features_only: bool = False,
-        alignment_layer: int | None = None,
-        alignment_heads: int | None = None,
-        src_node_labels=None,
-        src_node_spans=None,
-        src_node_padding_mask=None,
-    ):
-        """fairseq's transformer forward pass; the tree keys of a tree_translation batch are ignored."""
-        return super().forward(
-            src_tokens, src_lengths, prev_output_tokens, return_all_hiddens=return_all_hiddens,
-            features_only=features_only, alignment_layer=alignment_layer, alignment_heads=alignment_heads,
-        )
 
 
 @register_model("constituent_encoder_lm")
@@ -266,12 +244,7 @@ def constituent_transformer_wmt_en_de(args):
 @register_model_architecture("constituent_transformer", "constituent_transformer_tiny")
 def constituent_transformer_tiny(args):
     """For tests: 32 / ffn 64 / 4 heads, 2 + 2 layers."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 32)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
-    args.encoder_layers = getattr(args, "encoder_layers", 2)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
-    args.decoder_layers = getattr(args, "decoder_layers", 2)
-    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
+    tiny_defaults(args)
     constituent_transformer(args)
 
 

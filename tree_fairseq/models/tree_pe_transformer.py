@@ -49,18 +49,17 @@ from typing import NamedTuple, Optional
 import torch
 from fairseq.data import Dictionary
 from fairseq.dataclass import ChoiceEnum
-from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
     TransformerDecoderBase,
     TransformerEncoderBase,
-    TransformerModelBase,
 )
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
 from torch import Tensor, nn
 
+from tree_fairseq.models.common import ConfiguredTransformerModel, TreeSourceTransformerModel, tiny_defaults
 from tree_fairseq.modules.tree_positional_encoding import (
     FIRST_CHILD,
     NEXT_SIBLING,
@@ -182,78 +181,6 @@ class TreeSourceDecoder(TransformerDecoderBase):
         return x, extra
 
 
-class TreeSourceTransformerModel(TransformerModelBase):
-    """The wiring shared by the transformers whose encoder reads a source tree of
-    ``--task tree_translation``: node-label embeddings from the node dictionary, the tree batch in
-    ``forward``, a :class:`TreeSourceDecoder`. Subclasses give ``config_class``,
-    :meth:`set_defaults` and :meth:`build_tree_encoder`."""
-
-    config_class = TreePETransformerConfig
-
-    @classmethod
-    def add_args(cls, parser):
-        # No defaults on the parser, so that the architectures can set them (as fairseq's transformer).
-        gen_parser_from_dataclass(parser, cls.config_class(), delete_default=True, with_prefix="")
-
-    @classmethod
-    def set_defaults(cls, args):
-        """The base architecture: fills options missing from the args of older checkpoints."""
-        raise NotImplementedError
-
-    @classmethod
-    def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
-        raise NotImplementedError
-
-    @classmethod
-    def build_model(cls, args, task):
-        node_dictionary = getattr(task, "node_dictionary", None)
-        if node_dictionary is None:
-            raise ValueError(f"{cls.__name__} reads source trees: use --task tree_translation")
-        cls.set_defaults(args)
-        cfg = cls.config_class.from_namespace(args)
-        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-        embed_tokens = cls.build_embedding(cfg, src_dict, cfg.encoder.embed_dim, cfg.encoder.embed_path)
-        if cfg.share_all_embeddings:
-            if src_dict != tgt_dict:
-                raise ValueError("--share-all-embeddings requires a joined dictionary")
-            if cfg.encoder.embed_dim != cfg.decoder.embed_dim:
-                raise ValueError("--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim")
-            decoder_embed_tokens = embed_tokens
-            cfg.share_decoder_input_output_embed = True
-        else:
-            decoder_embed_tokens = cls.build_embedding(cfg, tgt_dict, cfg.decoder.embed_dim, cfg.decoder.embed_path)
-        embed_node_labels = cls.build_embedding(cfg, node_dictionary, cfg.encoder.embed_dim)
-        encoder = cls.build_tree_encoder(cfg, src_dict, embed_tokens, embed_node_labels)
-        return cls(cfg, encoder, TreeSourceDecoder(cfg, tgt_dict, decoder_embed_tokens))
-
-    def forward(
-        self,
-        src_tokens,
-        src_lengths,
-        prev_output_tokens,
-        src_node_labels,
-        src_node_spans,
-        src_node_padding_mask,
-        return_all_hiddens: bool = True,
-        features_only: bool = False,
-        alignment_layer: Optional[int] = None,
-        alignment_heads: Optional[int] = None,
-    ):
-        encoder_out = self.encoder(
-            src_tokens, src_lengths, src_node_labels, src_node_spans, src_node_padding_mask,
-            return_all_hiddens=return_all_hiddens,
-        )
-        return self.decoder(
-            prev_output_tokens,
-            encoder_out=encoder_out,
-            features_only=features_only,
-            alignment_layer=alignment_layer,
-            alignment_heads=alignment_heads,
-            src_lengths=src_lengths,
-            return_all_hiddens=return_all_hiddens,
-        )
-
-
 @register_model("tree_pe_transformer")
 class TreePETransformerModel(TreeSourceTransformerModel):
     """Transformer reading the source tree through tree positional encodings (Shiv & Quirk 2019)
@@ -269,6 +196,10 @@ class TreePETransformerModel(TreeSourceTransformerModel):
     @classmethod
     def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
         return TreePEEncoder(cfg, src_dict, embed_tokens, embed_node_labels)
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
+        return TreeSourceDecoder(cfg, tgt_dict, embed_tokens)
 
 
 # Generating a tree
@@ -460,18 +391,15 @@ class TreeDecoder(TransformerDecoderBase):
 
 
 @register_model("tree_pe_parser")
-class TreePEParserModel(TransformerModelBase):
+class TreePEParserModel(ConfiguredTransformerModel):
     """A sentence in, a tree out: fairseq's transformer encoder and a :class:`TreeDecoder`, for
     ``--task tree_generation`` (parsing as translation). Options: :class:`TreePEParserConfig`."""
 
-    @classmethod
-    def add_args(cls, parser):
-        gen_parser_from_dataclass(parser, TreePEParserConfig(), delete_default=True, with_prefix="")
+    config_class = TreePEParserConfig
 
     @classmethod
-    def build_model(cls, args, task):
-        tree_pe_parser(args)  # options missing from the args of older checkpoints
-        return super().build_model(TreePEParserConfig.from_namespace(args), task)
+    def set_defaults(cls, args):
+        tree_pe_parser(args)
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
@@ -484,16 +412,6 @@ class TreePEParserModel(TransformerModelBase):
 def tree_pe_defaults(args):
     args.tree_pe_max_depth = getattr(args, "tree_pe_max_depth", 32)
     args.tree_pe_num_weights = getattr(args, "tree_pe_num_weights", None)
-
-
-def tiny_defaults(args):
-    """For tests: 32 / ffn 64 / 4 heads, 2 + 2 layers, as tree_transformer_tiny."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 32)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
-    args.encoder_layers = getattr(args, "encoder_layers", 2)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
-    args.decoder_layers = getattr(args, "decoder_layers", 2)
-    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
 
 
 @register_model_architecture("tree_pe_transformer", "tree_pe_transformer")

@@ -37,14 +37,12 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
-from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
     TransformerDecoderBase,
     TransformerEncoderBase,
-    TransformerModelBase,
 )
 from fairseq.models.transformer.transformer_legacy import (
     base_architecture,
@@ -55,6 +53,7 @@ from fairseq.models.transformer.transformer_legacy import (
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from torch import Tensor
 
+from tree_fairseq.models.common import TreeSourceTransformerModel, tiny_defaults
 from tree_fairseq.modules.hierarchical_accumulation import TreeStructure, build_tree_structure
 from tree_fairseq.modules.tree_attention import (
     TreeCrossAttention,
@@ -278,65 +277,26 @@ class TreeTransformerDecoder(TransformerDecoderBase):
 
 
 @register_model("tree_transformer")
-class TreeTransformerModel(TransformerModelBase):
+class TreeTransformerModel(TreeSourceTransformerModel):
     """Tree Transformer (Nguyen et al., ICLR 2020) for ``--task tree_translation``: a
     :class:`TreeTransformerEncoder` and a :class:`TreeTransformerDecoder` (or fairseq's decoder
     with ``--no-tree-cross-attention``). Options: :class:`TreeTransformerConfig`."""
 
-    @classmethod
-    def add_args(cls, parser):
-        # No defaults on the parser, so that the architectures can set them (as fairseq's transformer).
-        gen_parser_from_dataclass(parser, TreeTransformerConfig(), delete_default=True, with_prefix="")
+    config_class = TreeTransformerConfig
+    error_name = "tree_transformer"
 
     @classmethod
-    def build_model(cls, args, task):
-        node_dictionary = getattr(task, "node_dictionary", None)
-        if node_dictionary is None:
-            raise ValueError("tree_transformer reads source trees: use --task tree_translation")
-        tree_transformer(args)  # options missing from the args of older checkpoints
-        cfg = TreeTransformerConfig.from_namespace(args)
-        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-        embed_tokens = cls.build_embedding(cfg, src_dict, cfg.encoder.embed_dim, cfg.encoder.embed_path)
-        if cfg.share_all_embeddings:
-            if src_dict != tgt_dict:
-                raise ValueError("--share-all-embeddings requires a joined dictionary")
-            if cfg.encoder.embed_dim != cfg.decoder.embed_dim:
-                raise ValueError("--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim")
-            decoder_embed_tokens = embed_tokens
-            cfg.share_decoder_input_output_embed = True
-        else:
-            decoder_embed_tokens = cls.build_embedding(cfg, tgt_dict, cfg.decoder.embed_dim, cfg.decoder.embed_path)
-        embed_node_labels = cls.build_embedding(cfg, node_dictionary, cfg.encoder.embed_dim)
-        encoder = TreeTransformerEncoder(cfg, src_dict, embed_tokens, embed_node_labels)
+    def set_defaults(cls, args):
+        tree_transformer(args)
+
+    @classmethod
+    def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
+        return TreeTransformerEncoder(cfg, src_dict, embed_tokens, embed_node_labels)
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
         decoder_class = TransformerDecoderBase if cfg.no_tree_cross_attention else TreeTransformerDecoder
-        return cls(cfg, encoder, decoder_class(cfg, tgt_dict, decoder_embed_tokens))
-
-    def forward(
-        self,
-        src_tokens,
-        src_lengths,
-        prev_output_tokens,
-        src_node_labels,
-        src_node_spans,
-        src_node_padding_mask,
-        return_all_hiddens: bool = True,
-        features_only: bool = False,
-        alignment_layer: int | None = None,
-        alignment_heads: int | None = None,
-    ):
-        encoder_out = self.encoder(
-            src_tokens, src_lengths, src_node_labels, src_node_spans, src_node_padding_mask,
-            return_all_hiddens=return_all_hiddens,
-        )
-        return self.decoder(
-            prev_output_tokens,
-            encoder_out=encoder_out,
-            features_only=features_only,
-            alignment_layer=alignment_layer,
-            alignment_heads=alignment_heads,
-            src_lengths=src_lengths,
-            return_all_hiddens=return_all_hiddens,
-        )
+        return decoder_class(cfg, tgt_dict, embed_tokens)
 
 
 # Architectures: fairseq's transformer of the same name, plus the tree options' defaults.
@@ -372,10 +332,5 @@ def tree_transformer_wmt_en_de_big(args):
 @register_model_architecture("tree_transformer", "tree_transformer_tiny")
 def tree_transformer_tiny(args):
     """For tests: 32 / ffn 64 / 4 heads (d_head 8), 2 + 2 layers."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 32)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
-    args.encoder_layers = getattr(args, "encoder_layers", 2)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
-    args.decoder_layers = getattr(args, "decoder_layers", 2)
-    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
+    tiny_defaults(args)
     tree_transformer(args)

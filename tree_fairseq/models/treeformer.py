@@ -29,17 +29,16 @@ Choices, made here:
 from dataclasses import dataclass, field
 
 import torch
-from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
     TransformerDecoderBase,
     TransformerEncoderBase,
-    TransformerModelBase,
 )
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
 from torch import Tensor
 
+from tree_fairseq.models.common import TextSourceTransformerModel, tiny_defaults
 from tree_fairseq.modules.treeformer_chart import TreeformerChart
 
 
@@ -115,20 +114,16 @@ class TreeformerDecoder(TransformerDecoderBase):
 
 
 @register_model("treeformer")
-class TreeformerModel(TransformerModelBase):
+class TreeformerModel(TextSourceTransformerModel):
     """Treeformer (Patel and Flanigan): a :class:`TreeformerEncoder` and a
     :class:`TreeformerDecoder`, for ``--task translation`` or ``--task tree_translation`` (its trees
     are not read). Options: :class:`TreeformerConfig`."""
 
-    @classmethod
-    def add_args(cls, parser):
-        # No defaults on the parser, so that the architectures can set them (as fairseq's transformer).
-        gen_parser_from_dataclass(parser, TreeformerConfig(), delete_default=True, with_prefix="")
+    config_class = TreeformerConfig
 
     @classmethod
-    def build_model(cls, args, task):
-        treeformer(args)  # options missing from the args of older checkpoints
-        return super().build_model(TreeformerConfig.from_namespace(args), task)
+    def set_defaults(cls, args):
+        treeformer(args)
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
@@ -137,25 +132,6 @@ class TreeformerModel(TransformerModelBase):
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
         return TreeformerDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
-
-    def forward(
-        self,
-        src_tokens,
-        src_lengths,
-        prev_output_tokens,
-        return_all_hiddens: bool = True,
-        features_only: bool = False,
-        alignment_layer: int | None = None,
-        alignment_heads: int | None = None,
-        src_node_labels=None,
-        src_node_spans=None,
-        src_node_padding_mask=None,
-    ):
-        """fairseq's transformer forward pass; the tree keys of a tree_translation batch are ignored."""
-        return super().forward(
-            src_tokens, src_lengths, prev_output_tokens, return_all_hiddens=return_all_hiddens,
-            features_only=features_only, alignment_layer=alignment_layer, alignment_heads=alignment_heads,
-        )
 
 
 # Architectures: fairseq's transformer of the same name, plus the chart's defaults.
@@ -177,10 +153,5 @@ def treeformer_iwslt_de_en(args):
 @register_model_architecture("treeformer", "treeformer_tiny")
 def treeformer_tiny(args):
     """For tests: 32 / ffn 64 / 4 heads, 2 + 2 layers, chart height 10."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 32)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
-    args.encoder_layers = getattr(args, "encoder_layers", 2)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
-    args.decoder_layers = getattr(args, "decoder_layers", 2)
-    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
+    tiny_defaults(args)
     treeformer(args)

@@ -1,0 +1,134 @@
+"""The fairseq wiring the models of this package share: options from a config dataclass,
+embeddings with fairseq's sharing rules, the ``forward`` of a ``--task tree_translation`` batch
+(tree keys passed to the encoder, or accepted and ignored), and the tiny test architecture.
+What is particular to a method stays in its own module."""
+
+from typing import Optional
+
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+from fairseq.models.transformer import TransformerConfig, TransformerModelBase
+
+
+def build_embeddings(model_class, cfg, src_dict, tgt_dict):
+    """``(encoder embed_tokens, decoder embed_tokens)`` built by ``model_class.build_embedding``
+    with fairseq's rules: ``--share-all-embeddings`` (a joined dictionary, equal dimensions) gives
+    one table for both and sets ``cfg.share_decoder_input_output_embed``."""
+    embed_tokens = model_class.build_embedding(cfg, src_dict, cfg.encoder.embed_dim, cfg.encoder.embed_path)
+    if not cfg.share_all_embeddings:
+        return embed_tokens, model_class.build_embedding(cfg, tgt_dict, cfg.decoder.embed_dim, cfg.decoder.embed_path)
+    if src_dict != tgt_dict:
+        raise ValueError("--share-all-embeddings requires a joined dictionary")
+    if cfg.encoder.embed_dim != cfg.decoder.embed_dim:
+        raise ValueError("--share-all-embeddings requires --encoder-embed-dim to match --decoder-embed-dim")
+    cfg.share_decoder_input_output_embed = True
+    return embed_tokens, embed_tokens
+
+
+class ConfiguredTransformerModel(TransformerModelBase):
+    """fairseq's transformer model whose options are ``config_class`` (a
+    :class:`TransformerConfig` subclass) and whose base architecture is :meth:`set_defaults`."""
+
+    config_class = TransformerConfig
+
+    @classmethod
+    def add_args(cls, parser):
+        # No defaults on the parser, so that the architectures can set them (as fairseq's transformer).
+        gen_parser_from_dataclass(parser, cls.config_class(), delete_default=True, with_prefix="")
+
+    @classmethod
+    def set_defaults(cls, args):
+        """The base architecture: fills options missing from the args of older checkpoints."""
+        raise NotImplementedError
+
+    @classmethod
+    def build_model(cls, args, task):
+        cls.set_defaults(args)
+        return super().build_model(cls.config_class.from_namespace(args), task)
+
+
+class TextSourceTransformerModel(ConfiguredTransformerModel):
+    """A model that reads the source text only, for ``--task translation`` or
+    ``--task tree_translation``, whose tree keys ``forward`` accepts and ignores."""
+
+    def forward(
+        self,
+        src_tokens,
+        src_lengths,
+        prev_output_tokens,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+        src_node_labels=None,
+        src_node_spans=None,
+        src_node_padding_mask=None,
+    ):
+        """fairseq's transformer forward pass; the tree keys of a tree_translation batch are ignored."""
+        return super().forward(
+            src_tokens, src_lengths, prev_output_tokens, return_all_hiddens=return_all_hiddens,
+            features_only=features_only, alignment_layer=alignment_layer, alignment_heads=alignment_heads,
+        )
+
+
+class TreeSourceTransformerModel(ConfiguredTransformerModel):
+    """The wiring shared by the transformers whose encoder reads a source tree of
+    ``--task tree_translation``: node-label embeddings from the node dictionary, the tree batch in
+    ``forward``. Subclasses give ``config_class``, :meth:`set_defaults`,
+    :meth:`build_tree_encoder` and ``build_decoder``."""
+
+    #: How the error for a task without trees names the model (default: the class name).
+    error_name: Optional[str] = None
+
+    @classmethod
+    def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
+        raise NotImplementedError
+
+    @classmethod
+    def build_model(cls, args, task):
+        node_dictionary = getattr(task, "node_dictionary", None)
+        if node_dictionary is None:
+            raise ValueError(f"{cls.error_name or cls.__name__} reads source trees: use --task tree_translation")
+        cls.set_defaults(args)
+        cfg = cls.config_class.from_namespace(args)
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        embed_tokens, decoder_embed_tokens = build_embeddings(cls, cfg, src_dict, tgt_dict)
+        embed_node_labels = cls.build_embedding(cfg, node_dictionary, cfg.encoder.embed_dim)
+        encoder = cls.build_tree_encoder(cfg, src_dict, embed_tokens, embed_node_labels)
+        return cls(cfg, encoder, cls.build_decoder(cfg, tgt_dict, decoder_embed_tokens))
+
+    def forward(
+        self,
+        src_tokens,
+        src_lengths,
+        prev_output_tokens,
+        src_node_labels,
+        src_node_spans,
+        src_node_padding_mask,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+    ):
+        encoder_out = self.encoder(
+            src_tokens, src_lengths, src_node_labels, src_node_spans, src_node_padding_mask,
+            return_all_hiddens=return_all_hiddens,
+        )
+        return self.decoder(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            features_only=features_only,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+            src_lengths=src_lengths,
+            return_all_hiddens=return_all_hiddens,
+        )
+
+
+def tiny_defaults(args):
+    """For tests: 32 / ffn 64 / 4 heads (d_head 8), 2 + 2 layers."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 32)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
+    args.encoder_layers = getattr(args, "encoder_layers", 2)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
+    args.decoder_layers = getattr(args, "decoder_layers", 2)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
