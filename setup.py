@@ -14,6 +14,7 @@ setup(
         "ve-fairseq==0.12.3; python_version >= '3.11'",
         "torch>=2.1",
         "numpy",
+        "rouge-score",
         "sacrebleu>=2.0",
         "sacremoses",
         "sentencepiece",
@@ -21,7 +22,7 @@ setup(
         "subword-nmt",
         "tqdm",
     ],
-    extras_require={"test": ["pytest"]},
+    extras_require={"test": ["pytest", "matplotlib"], "analysis": ["matplotlib"]},
     entry_points={
         "console_scripts": [
             "tree-fairseq-parse=tree_fairseq.cli.parse:main",

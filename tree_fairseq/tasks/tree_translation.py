@@ -1,19 +1,37 @@
 """The ``tree_translation`` task: fairseq's translation task whose source
 sentences carry trees (batch layout: :mod:`tree_fairseq.data.tree_pair_dataset`)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Optional
 
 from fairseq import utils
 from fairseq.data import Dictionary
+from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from tree_fairseq.data import TreePairDataset, load_tree_streams, node_dictionary_path
+from tree_fairseq.data.inference import INFERENCE_PARSERS, InferenceTrees
+from tree_fairseq.trees import SUBWORD_FORMATS
 
 
 @dataclass
 class TreeTranslationConfig(TranslationConfig):
-    """fairseq's translation options; the data-bin must come from tree-fairseq-preprocess."""
+    """fairseq's translation options; the data-bin must come from tree-fairseq-preprocess.
+    --inference-parser and --subword-format serve raw-text translation (fairseq-interactive)."""
+
+    inference_parser: ChoiceEnum(INFERENCE_PARSERS) = field(
+        default="stanza",
+        metadata={"help": "parser of raw source sentences (fairseq-interactive): stanza or a trivial tree "
+                          "(balanced, left, right); use the one the training data was parsed with"},
+    )
+    inference_parser_model_dir: Optional[str] = field(
+        default=None, metadata={"help": "stanza's model directory for --inference-parser stanza"}
+    )
+    subword_format: ChoiceEnum(SUBWORD_FORMATS) = field(
+        default="subword_nmt",
+        metadata={"help": "how the source BPE marks word pieces, as tree-fairseq-preprocess --subword-format"},
+    )
 
 
 @register_task("tree_translation", dataclass=TreeTranslationConfig)
@@ -27,6 +45,10 @@ class TreeTranslationTask(TranslationTask):
                              "long sentences are skipped by --max-source-positions instead")
         data_dir = utils.split_paths(cfg.data)[0]
         self.node_dict = Dictionary.load(node_dictionary_path(data_dir, cfg.source_lang))
+        self.inference_trees = InferenceTrees(
+            src_dict, self.node_dict, str(cfg.inference_parser), subword_format=str(cfg.subword_format),
+            lang=cfg.source_lang, parser_model_dir=cfg.inference_parser_model_dir,
+        )
 
     @property
     def node_dictionary(self) -> Dictionary:
@@ -40,3 +62,16 @@ class TreeTranslationTask(TranslationTask):
         labels, spans = load_tree_streams(data_dir, split, self.cfg.source_lang, self.cfg.target_lang,
                                           combine=combine, upsample_primary=self.cfg.upsample_primary)
         self.datasets[split] = TreePairDataset(self.datasets[split], labels, spans, self.node_dict)
+
+    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
+        """Raw-text translation: the sentences (dictionary ids of their BPE pieces) are parsed
+        with --inference-parser."""
+        return self.inference_trees.dataset(src_tokens, src_lengths, self.target_dictionary,
+                                            constraints=constraints, left_pad_source=self.cfg.left_pad_source)
+
+    def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
+        if "src_node_labels" not in sample["net_input"]:
+            # fairseq-interactive hands the generator src_tokens and src_lengths only.
+            sample = {**sample, "net_input": self.inference_trees.add_tree_inputs(sample["net_input"])}
+        return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
+                                      constraints=constraints)

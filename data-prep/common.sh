@@ -1,0 +1,334 @@
+# shellcheck shell=bash
+# Shared by the prepare-*.sh recipes (source it; it does nothing by itself).
+#
+# A recipe sets DATASET, SRC, TGT, DIRECTIONS, BPE_TOKENS, SPLITS and a download_and_tokenize
+# function, calls parse_args "$@", then runs prepare. The pipeline, in the order of fairseq's
+# examples/translation recipes plus the trees:
+#
+#   orig/   downloads                      (skipped with --local)
+#   tok/    {train,valid,test}.{lang}       Moses-tokenised, cleaned text (--local: links to DIR)
+#   trees/  {split}.tree.{lang}             tree-fairseq-parse of tok/, for every source language
+#   bpe/    {split}.{lang}, codes           subword-nmt (or sentencepiece) pieces + links to trees/
+#   data-bin/{src}-{tgt}                    tree-fairseq-preprocess, one per direction
+#
+# Resumable, like make: every finished step leaves WORK/.steps/NAME holding its command line,
+# which includes the options it depends on and the size and mtime of its inputs; a step is skipped
+# when that file holds the same line. A step that runs again rewrites its outputs, so the steps that
+# read them run again too.
+
+set -euo pipefail
+
+DATA_PREP_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TEXT_TOOLS=("${PYTHON:-python3}" "$DATA_PREP_DIR/text_tools.py")
+THREADS=${THREADS:-$(nproc 2>/dev/null || echo 4)}
+
+say() { printf '==> %s\n' "$*"; }
+die() { printf '%s: error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
+
+# usage: the recipe's header comment, then the options.
+usage() {
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+    echo
+    cat <<EOF
+Options:
+  --local DIR          use the tokenised text in DIR ({train,valid,test}.{$SRC,$TGT}, one sentence per
+                       line, after Moses tokenisation) instead of downloading and tokenising
+  --work DIR           where everything is written (default: ./$DATASET)
+  --parser NAME        source trees: stanza (default, or \$TREE_FAIRSEQ_PARSER), bracketed,
+                       balanced, left, right (see tree-fairseq-parse --help)
+  --trees-dir DIR      with --parser bracketed: parser output DIR/{split}.tree.{lang}, one tree per line
+  --stanza-dir DIR     stanza's model directory (default: stanza's own)
+  --cpu                run stanza on the CPU even when a GPU is present
+  --bpe NAME           subword_nmt (default) or sentencepiece
+  --bpe-codes FILE     apply these subword-nmt codes instead of learning them
+  --bpe-tokens N       merges to learn / sentencepiece vocabulary size (default: $BPE_TOKENS)
+  --directions LIST    data-bins to make, e.g. "$DIRECTIONS" (default)
+  --joined-dictionary  one dictionary for both languages (default: ${JOINED:-no})
+  --workers N          worker processes (default: $THREADS)
+  -h, --help           this help
+Environment: TREE_FAIRSEQ_PARSER (default parser), PYTHON (python for the helpers).
+EOF
+}
+
+parse_args() {
+    LOCAL=""
+    WORK="./$DATASET"
+    PARSER=${TREE_FAIRSEQ_PARSER:-stanza}
+    TREES_DIR=""
+    STANZA_DIR=""
+    PARSE_CPU=""
+    BPE=subword_nmt
+    BPE_CODES=""
+    JOINED=${JOINED:-}
+    while (($#)); do
+        case $1 in
+            --local) LOCAL=${2:?--local needs a directory}; shift 2 ;;
+            --work) WORK=${2:?--work needs a directory}; shift 2 ;;
+            --parser) PARSER=${2:?--parser needs a name}; shift 2 ;;
+            --trees-dir) TREES_DIR=${2:?}; shift 2 ;;
+            --stanza-dir) STANZA_DIR=${2:?}; shift 2 ;;
+            --cpu) PARSE_CPU=--cpu; shift ;;
+            --bpe) BPE=${2:?}; shift 2 ;;
+            --bpe-codes) BPE_CODES=${2:?}; shift 2 ;;
+            --bpe-tokens) BPE_TOKENS=${2:?}; shift 2 ;;
+            --directions) DIRECTIONS=${2:?}; shift 2 ;;
+            --joined-dictionary) JOINED=yes; shift ;;
+            --workers) THREADS=${2:?}; shift 2 ;;
+            -h|--help) usage; exit 0 ;;
+            *) die "unknown option $1 (see --help)" ;;
+        esac
+    done
+    case $PARSER in
+        stanza|balanced|left|right) ;;
+        bracketed) [[ -n $TREES_DIR ]] || die "--parser bracketed needs --trees-dir DIR" ;;
+        *) die "unknown parser '$PARSER': stanza, bracketed, balanced, left or right" ;;
+    esac
+    case $BPE in
+        subword_nmt) ;;
+        sentencepiece) [[ -z $BPE_CODES ]] || die "--bpe-codes is for subword_nmt" ;;
+        *) die "unknown --bpe '$BPE': subword_nmt or sentencepiece" ;;
+    esac
+    [[ -z $BPE_CODES || -f $BPE_CODES ]] || die "--bpe-codes $BPE_CODES: no such file"
+    if [[ -n $LOCAL ]]; then
+        [[ -d $LOCAL ]] || die "--local $LOCAL: no such directory"
+        local split lang missing=()
+        for split in "${SPLITS[@]}"; do
+            for lang in "$SRC" "$TGT"; do
+                [[ -f $LOCAL/$split.$lang ]] || missing+=("$LOCAL/$split.$lang")
+            done
+        done
+        ((${#missing[@]} == 0)) || die "--local $LOCAL lacks ${missing[*]} (tokenised text, one sentence per line)"
+        LOCAL=$(cd "$LOCAL" && pwd)
+    fi
+    [[ -z $BPE_CODES ]] || BPE_CODES=$(cd "$(dirname "$BPE_CODES")" && pwd)/$(basename "$BPE_CODES")
+    [[ -z $TREES_DIR ]] || TREES_DIR=$(cd "$TREES_DIR" && pwd)
+    mkdir -p "$WORK"
+    WORK=$(cd "$WORK" && pwd)
+    STEPS_DIR=$WORK/.steps
+    mkdir -p "$STEPS_DIR" "$WORK/orig" "$WORK/tok" "$WORK/trees" "$WORK/bpe" "$WORK/data-bin"
+}
+
+# step NAME CMD [ARGS...] [-- KEY...]: run CMD ARGS unless it finished before with the same
+# arguments and keys. The keys are what the output depends on besides the arguments: options,
+# and the fingerprints of the input files.
+step() {
+    local name=$1
+    shift
+    local command=() signature="$*"
+    while (($#)) && [[ $1 != -- ]]; do
+        command+=("$1")
+        shift
+    done
+    local marker=$STEPS_DIR/$name
+    if [[ -f $marker && "$(cat "$marker")" == "$signature" ]]; then
+        say "skip $name (done)"
+        return 0
+    fi
+    rm -f "$marker"
+    say "$name"
+    "${command[@]}"
+    printf '%s' "$signature" > "$marker"
+}
+
+# run CMD [ARGS...]: print the command, then run it.
+run() {
+    printf '    $ %s\n' "$*"
+    "$@"
+}
+
+# download URL FILE: fetch URL to FILE (kept; fetched again only when missing).
+download() {
+    local url=$1 file=$2
+    if [[ -f $file ]]; then
+        say "have $file"
+        return 0
+    fi
+    say "download $url"
+    if command -v curl > /dev/null; then
+        curl -fL --retry 2 --connect-timeout 20 -o "$file.part" "$url" || _download_failed "$url" "$file"
+    elif command -v wget > /dev/null; then
+        wget -q -T 20 -t 2 -O "$file.part" "$url" || _download_failed "$url" "$file"
+    else
+        _download_failed "$url" "$file"
+    fi
+    mv "$file.part" "$file"
+}
+
+_download_failed() {
+    rm -f "$2.part"
+    die "cannot download $1 (offline?). Fetch it by hand to $2 and run again${DOWNLOAD_HINT:+ ($DOWNLOAD_HINT)}, or run with --local DIR on tokenised text ({train,valid,test}.{$SRC,$TGT})"
+}
+
+# link_local: tok/ are links to the files of --local.
+link_local() {
+    local split lang
+    for split in "${SPLITS[@]}"; do
+        for lang in "$SRC" "$TGT"; do
+            run ln -sfn "$LOCAL/$split.$lang" "$WORK/tok/$split.$lang"
+        done
+    done
+}
+
+# fingerprint FILE...: changes when a file does (size and mtime), to key steps on their input.
+fingerprint() {
+    stat -L -c '%s:%.9Y' "$@" | tr '\n' ' '
+}
+
+source_langs() {
+    local direction
+    for direction in $DIRECTIONS; do echo "${direction%-*}"; done | sort -u
+}
+
+parse_trees() {
+    local split=$1 lang=$2
+    local args=(--input "$WORK/tok/$split.$lang" --output "$WORK/trees/$split.tree.$lang" --parser "$PARSER")
+    case $PARSER in
+        stanza) args+=(--lang "${PARSE_LANG:-$lang}" ${STANZA_DIR:+--model-dir "$STANZA_DIR"} $PARSE_CPU) ;;
+        bracketed) args+=(--trees "$TREES_DIR/$split.tree.$lang") ;;
+    esac
+    run tree-fairseq-parse "${args[@]}"
+}
+
+learn_bpe() {
+    if [[ $BPE == sentencepiece ]]; then
+        run "${TEXT_TOOLS[@]}" spm-train --inputs "$WORK/tok/train.$SRC" "$WORK/tok/train.$TGT" \
+            --model-prefix "$WORK/bpe/spm" --vocab-size "$BPE_TOKENS"
+    elif [[ -n $BPE_CODES ]]; then
+        run cp "$BPE_CODES" "$WORK/bpe/codes"
+    else
+        echo "    \$ cat tok/train.$SRC tok/train.$TGT | subword-nmt learn-bpe -s $BPE_TOKENS > bpe/codes"
+        cat "$WORK/tok/train.$SRC" "$WORK/tok/train.$TGT" |
+            subword-nmt learn-bpe -s "$BPE_TOKENS" > "$WORK/bpe/codes.tmp"
+        mv "$WORK/bpe/codes.tmp" "$WORK/bpe/codes"
+    fi
+}
+
+apply_bpe() {
+    local split=$1 lang=$2
+    if [[ $BPE == sentencepiece ]]; then
+        run "${TEXT_TOOLS[@]}" spm-encode --model "$WORK/bpe/spm.model" "$WORK/tok/$split.$lang" "$WORK/bpe/$split.$lang"
+    else
+        echo "    \$ subword-nmt apply-bpe -c bpe/codes < tok/$split.$lang > bpe/$split.$lang"
+        subword-nmt apply-bpe -c "$WORK/bpe/codes" < "$WORK/tok/$split.$lang" > "$WORK/bpe/$split.$lang.tmp"
+        mv "$WORK/bpe/$split.$lang.tmp" "$WORK/bpe/$split.$lang"
+    fi
+}
+
+binarize() {
+    local src=$1 tgt=$2 split
+    local dest=$WORK/data-bin/$src-$tgt
+    for split in "${SPLITS[@]}"; do
+        ln -sfn "../trees/$split.tree.$src" "$WORK/bpe/$split.tree.$src"
+    done
+    rm -rf "$dest"  # a run cut short leaves a partial data-bin
+    run tree-fairseq-preprocess --source-lang "$src" --target-lang "$tgt" \
+        --trainpref "$WORK/bpe/train" --validpref "$WORK/bpe/valid" --testpref "$WORK/bpe/test" \
+        --destdir "$dest" --workers "$THREADS" ${JOINED:+--joined-dictionary} \
+        --subword-format "$BPE"
+}
+
+# IWSLT (TED talks from WIT3), as fairseq's prepare-iwslt14.sh: a recipe sets URL, ARCHIVE (the
+# archive's directory and language pair, e.g. de-en), TEST_SETS and VALID_SETS (xml file stems;
+# no VALID_SETS: every 23rd train pair).
+
+# The <seg> lines of an IWSLT xml file.
+iwslt_segments() {
+    grep '<seg id' "$1" | sed -e 's/<seg id="[0-9]*">\s*//g' -e 's/\s*<\/seg>\s*//g' -e "s/\’/\'/g"
+}
+
+# Train transcripts without their metadata lines and tags.
+iwslt_train_text() {
+    grep -v -e '<url>' -e '<talkid>' -e '<keywords>' "$1" |
+        sed -e 's/<title>//g' -e 's/<\/title>//g' -e 's/<description>//g' -e 's/<\/description>//g'
+}
+
+# tok/ may hold links to a --local directory of an earlier run: never write through them.
+iwslt_tokenize_train() {
+    local lang orig=$WORK/orig/$ARCHIVE
+    rm -f "$WORK"/tok/{train,valid}.{$SRC,$TGT}
+    for lang in "$SRC" "$TGT"; do
+        echo "    \$ (train.tags.$ARCHIVE.$lang without metadata) | sacremoses -l $lang tokenize > orig/train.tok.$lang"
+        iwslt_train_text "$orig/train.tags.$ARCHIVE.$lang" |
+            sacremoses -l "$lang" -j "$THREADS" -q tokenize > "$WORK/orig/train.tok.$lang"
+    done
+    run "${TEXT_TOOLS[@]}" clean --src-in "$WORK/orig/train.tok.$SRC" --tgt-in "$WORK/orig/train.tok.$TGT" \
+        --src-out "$WORK/orig/train.clean.$SRC" --tgt-out "$WORK/orig/train.clean.$TGT" \
+        --min 1 --max 175 --ratio 1.5
+    for lang in "$SRC" "$TGT"; do
+        if ((${#VALID_SETS[@]})); then
+            run "${TEXT_TOOLS[@]}" lowercase "$WORK/orig/train.clean.$lang" "$WORK/tok/train.$lang"
+        else
+            run "${TEXT_TOOLS[@]}" lowercase "$WORK/orig/train.clean.$lang" "$WORK/orig/train.lc.$lang"
+            echo "    \$ every 23rd line of orig/train.lc.$lang to tok/valid.$lang, the others to tok/train.$lang"
+            awk 'NR % 23 == 0' "$WORK/orig/train.lc.$lang" > "$WORK/tok/valid.$lang"
+            awk 'NR % 23 != 0' "$WORK/orig/train.lc.$lang" > "$WORK/tok/train.$lang"
+        fi
+    done
+}
+
+# iwslt_tokenize_xml SPLIT STEM...: the <seg>s of the xml files, tokenised and lowercased.
+iwslt_tokenize_xml() {
+    local split=$1 lang stem
+    shift
+    rm -f "$WORK"/tok/"$split".{$SRC,$TGT}
+    for lang in "$SRC" "$TGT"; do
+        echo "    \$ (<seg>s of $*, $lang) | sacremoses -l $lang tokenize | lowercase > tok/$split.$lang"
+        for stem in "$@"; do
+            iwslt_segments "$WORK/orig/$ARCHIVE/$stem.$ARCHIVE.$lang.xml"
+        done | sacremoses -l "$lang" -j "$THREADS" -q tokenize > "$WORK/orig/$split.tok.$lang"
+        "${TEXT_TOOLS[@]}" lowercase "$WORK/orig/$split.tok.$lang" "$WORK/tok/$split.$lang"
+    done
+}
+
+iwslt_download_and_tokenize() {
+    download "$URL" "$WORK/orig/$ARCHIVE.tgz"
+    step extract run tar -xzf "$WORK/orig/$ARCHIVE.tgz" -C "$WORK/orig" -- "$(fingerprint "$WORK/orig/$ARCHIVE.tgz")"
+    local orig=$WORK/orig/$ARCHIVE
+    step tokenize-train iwslt_tokenize_train -- "${VALID_SETS[*]}" \
+        "$(fingerprint "$orig/train.tags.$ARCHIVE."{$SRC,$TGT})"
+    if ((${#VALID_SETS[@]})); then
+        step tokenize-valid iwslt_tokenize_xml valid "${VALID_SETS[@]}" -- "$(fingerprint "$orig/"*.xml)"
+    fi
+    step tokenize-test iwslt_tokenize_xml test "${TEST_SETS[@]}" -- "$(fingerprint "$orig/"*.xml)"
+}
+
+# prepare: the whole pipeline after parse_args.
+prepare() {
+    say "$DATASET: work directory $WORK"
+    local split lang direction inputs=()
+    if [[ -n $LOCAL ]]; then
+        for split in "${SPLITS[@]}"; do
+            for lang in "$SRC" "$TGT"; do inputs+=("$LOCAL/$split.$lang"); done
+        done
+        step text link_local -- "$LOCAL" "$(fingerprint "${inputs[@]}")"
+    else
+        download_and_tokenize
+    fi
+    for lang in $(source_langs); do
+        for split in "${SPLITS[@]}"; do
+            step "parse-$split.$lang" parse_trees "$split" "$lang" -- "$PARSER" "$TREES_DIR" "$STANZA_DIR" \
+                "$(fingerprint "$WORK/tok/$split.$lang")"
+        done
+    done
+    step "learn-bpe" learn_bpe -- "$BPE" "$BPE_TOKENS" "$BPE_CODES" \
+        "$(fingerprint "$WORK/tok/train.$SRC" "$WORK/tok/train.$TGT" ${BPE_CODES:+"$BPE_CODES"})"
+    local model=$WORK/bpe/codes
+    [[ $BPE == subword_nmt ]] || model=$WORK/bpe/spm.model
+    for lang in "$SRC" "$TGT"; do
+        for split in "${SPLITS[@]}"; do
+            step "apply-bpe-$split.$lang" apply_bpe "$split" "$lang" -- "$BPE" \
+                "$(fingerprint "$model" "$WORK/tok/$split.$lang")"
+        done
+    done
+    for direction in $DIRECTIONS; do
+        local src=${direction%-*} tgt=${direction#*-} binarize_inputs=()
+        for split in "${SPLITS[@]}"; do
+            binarize_inputs+=("$WORK/bpe/$split.$src" "$WORK/bpe/$split.$tgt" "$WORK/trees/$split.tree.$src")
+        done
+        step "binarize-$direction" binarize "$src" "$tgt" -- "$JOINED" "$(fingerprint "${binarize_inputs[@]}")"
+    done
+    say "done. data-bins:"
+    for direction in $DIRECTIONS; do
+        echo "    $WORK/data-bin/$direction"
+    done
+}

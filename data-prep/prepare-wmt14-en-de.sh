@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# WMT'14 English-German: the data-bin en-de for --task tree_translation (joined dictionary).
+#
+# Text as fairseq's examples/translation/prepare-wmt14en2de.sh makes it: Europarl v7, Common Crawl
+# and News Commentary v9, punctuation-normalised (control characters removed) and Moses-tokenised
+# with aggressive dash splits (sacremoses); test = newstest2014 (full). One deviation, so that no
+# sentence is parsed only to be dropped: the pairs are cleaned (1-250 tokens, length ratio <= 1.5)
+# on the tokenised words, before parsing and BPE, where fairseq cleans the BPE pieces; valid is
+# then every 100th pair of the cleaned train. The English side is parsed (tree-fairseq-parse;
+# about 4.5M sentences: run stanza on a GPU), BPE is learnt jointly (40k merges) and
+# tree-fairseq-preprocess binarises with one dictionary.
+#
+#   bash data-prep/prepare-wmt14-en-de.sh                   # download (needs the network)
+#   bash data-prep/prepare-wmt14-en-de.sh --local DIR --parser stanza
+#
+# Resumable: run the same command again after an interruption; finished steps are skipped.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+DATASET=wmt14.en-de
+SRC=en
+TGT=de
+SPLITS=(train valid test)
+DIRECTIONS="en-de"
+BPE_TOKENS=40000
+JOINED=yes
+URLS=(
+    http://statmt.org/wmt13/training-parallel-europarl-v7.tgz
+    http://statmt.org/wmt13/training-parallel-commoncrawl.tgz
+    http://statmt.org/wmt14/training-parallel-nc-v9.tgz
+    http://statmt.org/wmt14/test-full.tgz
+)
+CORPORA=(training/europarl-v7.de-en commoncrawl.de-en training/news-commentary-v9.de-en)
+
+extract_all() {
+    local url
+    for url in "${URLS[@]}"; do
+        run tar -xzf "$WORK/orig/$(basename "$url")" -C "$WORK/orig"
+    done
+}
+
+# tok/ may hold links to a --local directory of an earlier run: never write through them.
+tokenize_train() {
+    local lang corpus
+    rm -f "$WORK"/tok/{train,valid}.{$SRC,$TGT}
+    for lang in "$SRC" "$TGT"; do
+        echo "    \$ cat ${CORPORA[*]/%/.$lang} | sacremoses -l $lang normalize -c tokenize -a > orig/train.tok.$lang"
+        for corpus in "${CORPORA[@]}"; do
+            cat "$WORK/orig/$corpus.$lang"
+        done | sacremoses -l "$lang" -j "$THREADS" -q normalize -c tokenize -a > "$WORK/orig/train.tok.$lang"
+    done
+    run "${TEXT_TOOLS[@]}" clean --src-in "$WORK/orig/train.tok.$SRC" --tgt-in "$WORK/orig/train.tok.$TGT" \
+        --src-out "$WORK/orig/train.clean.$SRC" --tgt-out "$WORK/orig/train.clean.$TGT" \
+        --min 1 --max 250 --ratio 1.5
+    for lang in "$SRC" "$TGT"; do
+        echo "    \$ every 100th line of orig/train.clean.$lang to tok/valid.$lang, the others to tok/train.$lang"
+        awk 'NR % 100 == 0' "$WORK/orig/train.clean.$lang" > "$WORK/tok/valid.$lang"
+        awk 'NR % 100 != 0' "$WORK/orig/train.clean.$lang" > "$WORK/tok/train.$lang"
+    done
+}
+
+tokenize_test() {
+    local lang side
+    rm -f "$WORK"/tok/test.{$SRC,$TGT}
+    for lang in "$SRC" "$TGT"; do
+        side=ref
+        [[ $lang != "$SRC" ]] || side=src
+        echo "    \$ (<seg>s of newstest2014-deen-$side.$lang.sgm) | sacremoses -l $lang tokenize -a > tok/test.$lang"
+        grep '<seg id' "$WORK/orig/test-full/newstest2014-deen-$side.$lang.sgm" |
+            sed -e 's/<seg id="[0-9]*">\s*//g' -e 's/\s*<\/seg>\s*//g' -e "s/\’/\'/g" |
+            sacremoses -l "$lang" -j "$THREADS" -q tokenize -a > "$WORK/tok/test.$lang"
+    done
+}
+
+download_and_tokenize() {
+    local url archives=()
+    for url in "${URLS[@]}"; do
+        download "$url" "$WORK/orig/$(basename "$url")"
+        archives+=("$WORK/orig/$(basename "$url")")
+    done
+    step extract extract_all -- "$(fingerprint "${archives[@]}")"
+    local corpora=()
+    for corpus in "${CORPORA[@]}"; do corpora+=("$WORK/orig/$corpus".{$SRC,$TGT}); done
+    step tokenize-train tokenize_train -- "$(fingerprint "${corpora[@]}")"
+    step tokenize-test tokenize_test -- "$(fingerprint "$WORK/orig/test-full/newstest2014-deen-"*.sgm)"
+}
+
+parse_args "$@"
+prepare

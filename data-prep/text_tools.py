@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Text steps of the data-prep recipes that Moses does in Perl and the shell does badly:
+
+- ``clean``: Moses' clean-corpus-n.perl (fairseq's recipes run it with ``-ratio 1.5``): drop the
+  pairs with an empty side, a side of fewer than ``--min`` or more than ``--max`` tokens, a token
+  longer than 1000 characters, or a length ratio above ``--ratio``; whitespace is collapsed. The
+  ``--also`` files are parallel to the pair and keep exactly the same lines, unchanged.
+  (clean-corpus-n.perl also deletes ``|``, Moses' factor separator; the Moses tokenizer has
+  escaped every ``|`` as ``&#124;`` before, so it is not repeated here.)
+- ``lowercase``: Moses' lowercase.perl.
+- ``spm-train`` / ``spm-encode``: sentencepiece on already tokenised text, with the identity
+  normalisation so that the pieces of each line spell its tokens exactly (tree-fairseq-preprocess
+  checks this against the trees).
+
+Every output is written to ``OUT.tmp`` and renamed when complete.
+"""
+
+import argparse
+import os
+import sys
+
+MAX_TOKEN_CHARS = 1000
+
+
+def clean(args) -> None:
+    outputs = [args.src_out, args.tgt_out] + args.also[1::2]
+    inputs = [open(path, encoding="utf-8") for path in [args.src_in, args.tgt_in] + args.also[0::2]]
+    writers = [open(path + ".tmp", "w", encoding="utf-8") for path in outputs]
+    kept = total = 0
+    for lines in zip(*inputs, strict=True):
+        total += 1
+        src, tgt = (" ".join(line.split()) for line in lines[:2])
+        src_len, tgt_len = len(src.split()), len(tgt.split())
+        if not src or not tgt or not args.min <= src_len <= args.max or not args.min <= tgt_len <= args.max:
+            continue
+        if src_len / tgt_len > args.ratio or tgt_len / src_len > args.ratio:
+            continue
+        if any(len(token) > MAX_TOKEN_CHARS for token in src.split() + tgt.split()):
+            continue
+        kept += 1
+        writers[0].write(src + "\n")
+        writers[1].write(tgt + "\n")
+        for writer, line in zip(writers[2:], lines[2:]):
+            writer.write(line)
+    for f in inputs + writers:
+        f.close()
+    for path in outputs:
+        os.replace(path + ".tmp", path)
+    print(f"clean: kept {kept} of {total} pairs ({args.min}-{args.max} tokens, ratio <= {args.ratio})")
+
+
+def lowercase(args) -> None:
+    with open(args.input, encoding="utf-8") as f, open(args.output + ".tmp", "w", encoding="utf-8") as out:
+        for line in f:
+            out.write(line.lower())
+    os.replace(args.output + ".tmp", args.output)
+
+
+def spm_train(args) -> None:
+    import sentencepiece as spm
+
+    spm.SentencePieceTrainer.train(
+        input=",".join(args.inputs), model_prefix=args.model_prefix + ".tmp", vocab_size=args.vocab_size,
+        model_type=args.model_type, character_coverage=1.0, normalization_rule_name="identity",
+        split_by_whitespace=True, input_sentence_size=args.input_sentence_size, shuffle_input_sentence=True,
+        bos_id=-1, eos_id=-1, unk_id=0, pad_id=-1, minloglevel=2,
+    )
+    for suffix in (".model", ".vocab"):
+        os.replace(args.model_prefix + ".tmp" + suffix, args.model_prefix + suffix)
+
+
+def spm_encode(args) -> None:
+    import sentencepiece as spm
+
+    processor = spm.SentencePieceProcessor(model_file=args.model)
+    with open(args.input, encoding="utf-8") as f, open(args.output + ".tmp", "w", encoding="utf-8") as out:
+        for line in f:
+            out.write(" ".join(processor.encode(line.strip(), out_type=str)) + "\n")
+    os.replace(args.output + ".tmp", args.output)
+
+
+def get_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    p = commands.add_parser("clean", help="clean-corpus-n.perl on a sentence pair")
+    p.add_argument("--src-in", required=True)
+    p.add_argument("--tgt-in", required=True)
+    p.add_argument("--src-out", required=True)
+    p.add_argument("--tgt-out", required=True)
+    p.add_argument("--min", type=int, default=1)
+    p.add_argument("--max", type=int, required=True)
+    p.add_argument("--ratio", type=float, default=1.5)
+    p.add_argument("--also", nargs="*", default=[], metavar="IN OUT",
+                   help="pairs of parallel files to filter the same way")
+    p.set_defaults(run=clean)
+
+    p = commands.add_parser("lowercase", help="lowercase.perl")
+    p.add_argument("input")
+    p.add_argument("output")
+    p.set_defaults(run=lowercase)
+
+    p = commands.add_parser("spm-train", help="train a sentencepiece model on tokenised text")
+    p.add_argument("--inputs", nargs="+", required=True)
+    p.add_argument("--model-prefix", required=True)
+    p.add_argument("--vocab-size", type=int, required=True)
+    p.add_argument("--model-type", default="bpe", choices=("bpe", "unigram"))
+    p.add_argument("--input-sentence-size", type=int, default=2_000_000,
+                   help="sentences sampled for training (default 2M)")
+    p.set_defaults(run=spm_train)
+
+    p = commands.add_parser("spm-encode", help="sentencepiece pieces of tokenised text")
+    p.add_argument("--model", required=True)
+    p.add_argument("input")
+    p.add_argument("output")
+    p.set_defaults(run=spm_encode)
+    return parser
+
+
+def main(argv=None) -> None:
+    args = get_parser().parse_args(argv)
+    if args.command == "clean" and len(args.also) % 2:
+        sys.exit("text_tools.py clean: --also takes pairs IN OUT")
+    try:
+        args.run(args)
+    except ValueError as error:  # zip(strict=True): files of different lengths
+        sys.exit(f"text_tools.py {args.command}: error: {error}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Translate (or summarise) a split of a data-bin with a checkpoint and score it (scripts/score.py).
+#
+#   scripts/generate.sh [--metrics "sacrebleu tokbleu"] [--subset test] [--lang L] DATA-BIN CHECKPOINT \
+#       OUT-DIR [fairseq-generate flags ...]
+#
+# Runs fairseq-generate with the checkpoint's own task (tree_translation or translation), beam 5,
+# --remove-bpe, and writes OUT-DIR/generate-SUBSET.txt, OUT-DIR/score-SUBSET.txt (and .json).
+# Flags after OUT-DIR go to fairseq-generate and win over these defaults (e.g. --beam 4
+# --lenpen 0.6 for WMT, --remove-bpe sentencepiece). Metrics: sacrebleu,
+# tokbleu, compound (WMT en-de), rouge (Gigaword); see scripts/score.py --help. --lang is the
+# detokenizer's language (default: the data-bin's target language).
+#
+#   scripts/generate.sh iwslt14.de-en/data-bin/de-en checkpoints/tree-de-en/checkpoint_best.pt out/tree-de-en
+#   scripts/generate.sh --metrics "sacrebleu tokbleu compound" wmt14.en-de/data-bin/en-de \
+#       checkpoints/wmt/checkpoint_avg_last5.pt out/wmt --beam 4 --lenpen 0.6
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PYTHON=${PYTHON:-python3}
+METRICS="sacrebleu tokbleu"
+SUBSET=test
+LANG_OVERRIDE=""
+while (($#)); do
+    case $1 in
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        --metrics) METRICS=${2:?}; shift 2 ;;
+        --subset) SUBSET=${2:?}; shift 2 ;;
+        --lang) LANG_OVERRIDE=${2:?}; shift 2 ;;
+        *) break ;;
+    esac
+done
+if (($# < 3)); then
+    echo "usage: scripts/generate.sh [--metrics M] [--subset S] DATA-BIN CHECKPOINT OUT-DIR [flags] (see --help)" >&2
+    exit 2
+fi
+DATA=$1 CHECKPOINT=$2 OUT=$3
+shift 3
+[[ -d $DATA ]] || { echo "generate.sh: error: no data-bin $DATA" >&2; exit 2; }
+[[ -f $CHECKPOINT ]] || { echo "generate.sh: error: no checkpoint $CHECKPOINT" >&2; exit 2; }
+USER_DIR=$ROOT/tree_fairseq
+
+# The task the checkpoint was trained with and the data-bin's target language (for detokenising).
+read -r TASK TGT < <("$PYTHON" - "$CHECKPOINT" "$DATA" <<'PY' 2>/dev/null
+import sys
+import torch
+import tree_fairseq.checkpoint_compat  # noqa: F401
+from fairseq.data import data_utils
+state = torch.load(sys.argv[1], map_location="cpu")
+task = state["cfg"]["task"] if state.get("cfg") else vars(state["args"])
+print(task.get("_name") or task.get("task"), task.get("target_lang") or data_utils.infer_language_pair(sys.argv[2])[1])
+PY
+)
+[[ -n ${TASK:-} ]] || { echo "generate.sh: error: cannot read the task from $CHECKPOINT" >&2; exit 1; }
+TGT=${LANG_OVERRIDE:-$TGT}
+
+mkdir -p "$OUT"
+command=(fairseq-generate "$DATA" --user-dir "$USER_DIR" --task "$TASK" --path "$CHECKPOINT"
+    --gen-subset "$SUBSET" --beam 5 --remove-bpe --max-tokens 8000 --results-path "$OUT" "$@")
+printf '$ %s\n' "${command[*]}"
+"${command[@]}"
+grep "^Generate" "$OUT/generate-$SUBSET.txt" || true
+# shellcheck disable=SC2086  # METRICS is a list
+"$PYTHON" "$ROOT/scripts/score.py" --generate-output "$OUT/generate-$SUBSET.txt" --lang "$TGT" \
+    --metrics $METRICS --json "$OUT/score-$SUBSET.json" | tee "$OUT/score-$SUBSET.txt"

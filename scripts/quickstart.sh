@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Quick start: IWSLT'14 German-English from text to two sacreBLEU scores on its test set, a small
+# Tree Transformer and the fairseq transformer of the same size, each trained for a few minutes
+# (configs/quickstart_*.yaml) on the same data-bin. Fits in 30 minutes on a 2-core CPU.
+#
+#   bash scripts/quickstart.sh [DIR] [--work DIR] [--minutes N] [--parser NAME]
+#
+# DIR holds tokenised IWSLT'14 de-en ({train,valid,test}.{de,en}, plus the BPE codes as bpe.codes
+# if you have them); without DIR the corpus is downloaded and prepared as fairseq does.
+#   --work DIR       everything goes there (default: ./quickstart); a second run reuses what is done
+#   --minutes N      training minutes per model (default: 8)
+#   --parser NAME    source trees (default: balanced, i.e. no parser: stanza wants a model download
+#                    and a GPU for this size; --parser stanza for real parses)
+# Without an environment that imports tree_fairseq, it first makes .venv in the repository
+# (pip install torch==2.13.0 -e .; set TORCH_SPEC for another torch).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DIR="" WORK=./quickstart MINUTES=8 PARSER=balanced
+while (($#)); do
+    case $1 in
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        --work) WORK=${2:?}; shift 2 ;;
+        --minutes) MINUTES=${2:?}; shift 2 ;;
+        --parser) PARSER=${2:?}; shift 2 ;;
+        -*) echo "quickstart.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
+        *) DIR=$1; shift ;;
+    esac
+done
+[[ -z $DIR || -d $DIR ]] || { echo "quickstart.sh: error: $DIR: no such directory" >&2; exit 2; }
+START=$(date +%s)
+say() { printf '\n==> [%s] %s\n' "$(date -u -d @$(($(date +%s) - START)) +%M:%S)" "$*"; }
+
+say "environment"
+if python3 -c "import tree_fairseq, fairseq, sacrebleu" 2> /dev/null; then
+    echo "    using $(command -v python3) (tree_fairseq imports)"
+else
+    if [[ ! -x $ROOT/.venv/bin/python ]]; then
+        echo "    $ python3 -m venv $ROOT/.venv && .venv/bin/pip install ${TORCH_SPEC:-torch==2.13.0} -e $ROOT"
+        python3 -m venv "$ROOT/.venv"
+        "$ROOT/.venv/bin/pip" install "${TORCH_SPEC:-torch==2.13.0}" -e "$ROOT"
+    fi
+    export PATH=$ROOT/.venv/bin:$PATH
+    echo "    using $ROOT/.venv"
+fi
+
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+say "data: IWSLT'14 de-en ${DIR:-(download)} -> $WORK/iwslt14.de-en (parser: $PARSER)"
+prepare=(bash "$ROOT/data-prep/prepare-iwslt14.sh" --work "$WORK/iwslt14.de-en" --directions de-en --parser "$PARSER")
+if [[ -n $DIR ]]; then
+    prepare+=(--local "$DIR")
+    [[ ! -f $DIR/bpe.codes ]] || prepare+=(--bpe-codes "$DIR/bpe.codes")
+fi
+"${prepare[@]}" > "$WORK/prepare.log" 2>&1 || { tail -n 20 "$WORK/prepare.log"; exit 1; }
+grep '^==>' "$WORK/prepare.log" | sed 's/^/    /'
+BIN=$WORK/iwslt14.de-en/data-bin/de-en
+
+HOURS=$(python3 -c "print($MINUTES / 60)")
+declare -A SCORE
+for model in tree_transformer transformer; do
+    say "train $model for $MINUTES minutes (log: $WORK/$model/train.log)"
+    bash "$ROOT/scripts/train.sh" "quickstart_$model" "$BIN" "$WORK/$model" \
+        "optimization.stop_time_hours=$HOURS" > /dev/null 2>&1 ||
+        { tail -n 20 "$WORK/$model/train.log"; exit 1; }
+    grep -E '\| valid on|done training' "$WORK/$model/train.log" | tail -n 2 | sed 's/^.*| INFO | /    /'
+    say "translate the test set with $model (beam 5)"
+    # Bounded lengths (as fairseq's IWSLT recipe validates): a model trained for minutes repeats itself.
+    bash "$ROOT/scripts/generate.sh" --metrics sacrebleu "$BIN" "$WORK/$model/checkpoint_best.pt" \
+        "$WORK/$model/test" --max-len-a 1.2 --max-len-b 10 > "$WORK/$model/generate.log" 2>&1 ||
+        { tail -n 20 "$WORK/$model/generate.log"; exit 1; }
+    SCORE[$model]=$(head -n 1 "$WORK/$model/test/score-test.txt")
+done
+
+say "sacreBLEU on IWSLT'14 de-en test ($(wc -l < "$WORK/iwslt14.de-en/tok/test.en") sentences), $MINUTES minutes of training each"
+printf '    %-18s %s\n' "tree transformer" "${SCORE[tree_transformer]#sacreBLEU (detokenised) = }"
+printf '    %-18s %s\n' "transformer" "${SCORE[transformer]#sacreBLEU (detokenised) = }"
+echo "    (outputs: $WORK/{tree_transformer,transformer}/test/generate-test.txt)"

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Train with a config of configs/ on a data-bin; the log goes to SAVE-DIR/train.log.
+#
+#   scripts/train.sh [--hydra] CONFIG DATA-BIN SAVE-DIR [GROUP.KEY=VALUE ...] [--fairseq-flag ...]
+#
+# CONFIG is a name in configs/ (iwslt_tree_transformer) or a YAML file. By default the config is
+# turned into fairseq-train flags (scripts/config_args.py) and fairseq-train runs; with --hydra,
+# fairseq-hydra-train reads the YAML itself. GROUP.KEY=VALUE overrides a config value in both
+# modes (optimization.max_update=1000, model.dropout=0.2); further --flags go to fairseq-train
+# (not with --hydra). An interrupted run continues from SAVE-DIR/checkpoint_last.pt, as fairseq does.
+#
+#   scripts/train.sh iwslt_tree_transformer iwslt14.de-en/data-bin/de-en checkpoints/tree-de-en
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PYTHON=${PYTHON:-python3}
+
+usage() {
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+}
+
+HYDRA=""
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then usage; exit 0; fi
+if [[ ${1:-} == --hydra ]]; then HYDRA=yes; shift; fi
+if (($# < 3)); then usage >&2; exit 2; fi
+CONFIG=$1 DATA=$2 SAVE_DIR=$3
+shift 3
+[[ $CONFIG == *.yaml ]] || CONFIG=$ROOT/configs/$CONFIG.yaml
+[[ -f $CONFIG ]] || { echo "train.sh: error: no config $CONFIG (see configs/)" >&2; exit 2; }
+[[ -d $DATA ]] || { echo "train.sh: error: no data-bin $DATA" >&2; exit 2; }
+
+OVERRIDES=() FLAGS=()
+for arg in "$@"; do
+    if [[ $arg =~ ^[a-z_]+\.[A-Za-z_.]+= ]]; then OVERRIDES+=("$arg"); else FLAGS+=("$arg"); fi
+done
+USER_DIR=$ROOT/tree_fairseq
+mkdir -p "$SAVE_DIR"
+LOG=$SAVE_DIR/train.log
+
+if [[ -n $HYDRA ]]; then
+    ((${#FLAGS[@]} == 0)) || { echo "train.sh: error: with --hydra give GROUP.KEY=VALUE, not ${FLAGS[*]}" >&2; exit 2; }
+    command=(fairseq-hydra-train --config-dir "$(dirname "$CONFIG")" --config-name "$(basename "$CONFIG" .yaml)"
+        "task.data=$DATA" "checkpoint.save_dir=$SAVE_DIR" "common.user_dir=$USER_DIR" "${OVERRIDES[@]}")
+else
+    mapfile -d '' CONFIG_FLAGS < <("$PYTHON" "$ROOT/scripts/config_args.py" --null "$CONFIG" \
+        "task.data=$DATA" "checkpoint.save_dir=$SAVE_DIR" "common.user_dir=$USER_DIR" "${OVERRIDES[@]}")
+    ((${#CONFIG_FLAGS[@]})) || exit 1
+    command=(fairseq-train "${CONFIG_FLAGS[@]}" "${FLAGS[@]}")
+fi
+printf '$ %s\n' "${command[*]}" | tee -a "$LOG"
+"${command[@]}" 2>&1 | tee -a "$LOG"

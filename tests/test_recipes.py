@@ -1,0 +1,282 @@
+"""The recipes' script logic that runs offline: --help and argument errors of data-prep/ and
+scripts/, the download error when offline, scoring against sacrebleu's and rouge-score's own
+command lines, the YAML configs as fairseq-train flags, and the data-prep text helpers."""
+
+import csv
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from fairseq import options
+
+import tree_fairseq
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+USER_DIR = str(Path(tree_fairseq.__file__).parent)
+sys.path.insert(0, str(ROOT / "scripts"))
+import config_args  # noqa: E402  (scripts/config_args.py)
+import score  # noqa: E402  (scripts/score.py)
+
+RECIPES = {
+    "prepare-iwslt14.sh": ("de", "en", "http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz"),
+    "prepare-iwslt13-en-fr.sh": ("en", "fr", "https://wit3.fbk.eu/archive/2013-01/texts/en/fr/en-fr.tgz"),
+    "prepare-wmt14-en-de.sh": ("en", "de", "http://statmt.org/wmt13/training-parallel-europarl-v7.tgz"),
+    "prepare-gigaword.sh": ("article", "title", "https://drive.usercontent.google.com/download?id="),
+}
+SCRIPTS = ["train.sh", "generate.sh", "average_checkpoints.sh", "quickstart.sh", "score.py", "config_args.py",
+           "average_checkpoints.py", "attention_mass.py", "draw_tree_attention.py"]
+
+
+def run(command, cwd=None, env=None):
+    environment = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})}
+    return subprocess.run([str(c) for c in command], capture_output=True, text=True, cwd=cwd, env=environment)
+
+
+# Argument handling
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_data_prep_help_names_the_local_option(recipe):
+    result = run(["bash", ROOT / "data-prep" / recipe, "--help"])
+    assert result.returncode == 0, result.stderr
+    src, tgt, _ = RECIPES[recipe]
+    assert "--local DIR" in result.stdout and f"{{train,valid,test}}.{{{src},{tgt}}}" in result.stdout
+    assert "--parser" in result.stdout and "Resumable" in result.stdout
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_scripts_help(script):
+    path = ROOT / "scripts" / script
+    result = run(["bash", path, "--help"] if script.endswith(".sh") else [sys.executable, path, "--help"])
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) >= 3
+
+
+def test_data_prep_argument_errors(tmp_path):
+    recipe = ROOT / "data-prep" / "prepare-iwslt14.sh"
+    result = run(["bash", recipe, "--local", tmp_path / "absent", "--work", tmp_path / "work"])
+    assert result.returncode != 0 and "--local" in result.stderr and "no such directory" in result.stderr
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "train.de").write_text("a\n")
+    result = run(["bash", recipe, "--local", tmp_path / "text", "--work", tmp_path / "work"])
+    assert result.returncode != 0 and f"lacks {tmp_path / 'text' / 'train.en'}" in result.stderr
+    result = run(["bash", recipe, "--parser", "cky"])
+    assert result.returncode != 0 and "unknown parser 'cky'" in result.stderr
+    result = run(["bash", recipe, "--parser", "bracketed"])
+    assert result.returncode != 0 and "--trees-dir" in result.stderr
+    result = run(["bash", recipe, "--bogus"])
+    assert result.returncode != 0 and "unknown option --bogus" in result.stderr
+    assert not (tmp_path / "work").exists()
+
+
+def test_script_argument_errors(tmp_path):
+    result = run(["bash", ROOT / "scripts" / "train.sh", "no_such_config", tmp_path, tmp_path / "ckpt"])
+    assert result.returncode != 0 and "no config" in result.stderr
+    result = run(["bash", ROOT / "scripts" / "generate.sh", tmp_path / "absent", "x.pt", tmp_path / "out"])
+    assert result.returncode != 0 and "no data-bin" in result.stderr
+    result = run(["bash", ROOT / "scripts" / "quickstart.sh", tmp_path / "absent"])
+    assert result.returncode != 0 and "no such directory" in result.stderr
+    result = run([sys.executable, ROOT / "scripts" / "average_checkpoints.py", "--inputs", tmp_path,
+                  "--num-epoch-checkpoints", "2", "--output", tmp_path / "avg.pt"])
+    assert result.returncode != 0 and "0 epoch checkpoints found, 2 asked for" in result.stderr
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_offline_download_fails_with_the_url(tmp_path, recipe):
+    offline = tmp_path / "offline-bin"
+    offline.mkdir()
+    for tool in ("curl", "wget"):  # what a machine without network gives back
+        (offline / tool).write_text("#!/bin/sh\necho 'Could not resolve host' >&2\nexit 6\n")
+        (offline / tool).chmod(stat.S_IRWXU)
+    result = run(["bash", ROOT / "data-prep" / recipe, "--work", tmp_path / "work"],
+                 env={"PATH": f"{offline}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}"})
+    assert result.returncode != 0
+    _, _, url = RECIPES[recipe]
+    assert "cannot download" in result.stderr and url in result.stderr and "--local DIR" in result.stderr
+    assert not list((tmp_path / "work" / "orig").iterdir())  # no partial download left behind
+
+
+# Scoring
+
+HYPS = [
+    "the cat sat on the mat .",
+    "a well-known problem is hard to solve .",
+    "we do n't know what happened , but it &apos;s fine .",
+    "the state-of-the-art system translates the sentence .",
+    "there are 2,000 americans in the survey .",
+    "he said &quot; yes &quot; to the question .",
+    "nothing matches here",
+    "the long-term effects are not known yet .",
+]
+REFS = [
+    "the cat sat on a mat .",
+    "a well-known problem is difficult to solve .",
+    "we don &apos;t know what happened , but it is fine .",
+    "the state-of-the-art system translated the sentence .",
+    "there were 2,000 americans in the survey .",
+    "he said &quot; yes &quot; to this question .",
+    "completely different words entirely",
+    "the long-term effects are still not known .",
+]
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("scored")
+    (tmp_path / "hyp").write_text("".join(line + "\n" for line in HYPS), encoding="utf-8")
+    (tmp_path / "ref").write_text("".join(line + "\n" for line in REFS), encoding="utf-8")
+    result = run([sys.executable, ROOT / "scripts" / "score.py", "--hyp", tmp_path / "hyp", "--ref", tmp_path / "ref",
+                  "--metrics", "sacrebleu", "tokbleu", "compound", "rouge", "--write-text", tmp_path / "text",
+                  "--json", tmp_path / "scores.json"])
+    assert result.returncode == 0, result.stderr
+    return tmp_path, json.loads((tmp_path / "scores.json").read_text()), result.stdout
+
+
+def sacrebleu_cli(ref, hyp, *flags):
+    result = run([BIN / "sacrebleu", ref, "-i", hyp, "-b", "-w", "4", *flags])
+    assert result.returncode == 0, result.stderr
+    return float(result.stdout)
+
+
+def test_sacrebleu_matches_its_command_line_on_detokenised_text(scored):
+    tmp_path, scores, stdout = scored
+    assert "&apos;" not in (tmp_path / "text.hyp.detok").read_text()
+    expected = sacrebleu_cli(tmp_path / "text.ref.detok", tmp_path / "text.hyp.detok")
+    assert round(scores["sacrebleu"]["score"], 4) == expected
+    assert scores["sacrebleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert f"sacreBLEU (detokenised) = {expected:.2f}  nrefs:1|" in stdout
+
+
+def test_tokenised_bleu_is_sacrebleu_without_tokenisation(scored):
+    tmp_path, scores, _ = scored
+    assert round(scores["tokbleu"]["score"], 4) == sacrebleu_cli(tmp_path / "ref", tmp_path / "hyp", "-tok", "none")
+    assert "tok:none" in scores["tokbleu"]["signature"]
+
+
+def test_compound_split_bleu(scored, tmp_path_factory):
+    tmp_path, scores, _ = scored
+    split = tmp_path_factory.mktemp("split")
+    for name in ("hyp", "ref"):
+        text = (tmp_path / name).read_text()
+        if shutil.which("perl"):  # fairseq's compound_split_bleu.sh does it with this perl line
+            perl = subprocess.run(["perl", "-ple", r"s{(\S)-(\S)}{$1 ##AT##-##AT## $2}g"], input=text,
+                                  capture_output=True, text=True, check=True).stdout
+            assert "".join(score.split_compounds(line) + "\n" for line in text.splitlines()) == perl
+        (split / name).write_text("".join(score.split_compounds(line) + "\n" for line in text.splitlines()))
+    assert score.split_compounds("state-of-the-art a - b") == \
+        "state ##AT##-##AT## of ##AT##-##AT## the ##AT##-##AT## art a - b"
+    assert round(scores["compound"]["score"], 4) == sacrebleu_cli(split / "ref", split / "hyp", "-tok", "none")
+    assert scores["compound"]["score"] != scores["tokbleu"]["score"]
+
+
+def test_rouge_matches_its_command_line(scored):
+    tmp_path, scores, _ = scored
+    out = tmp_path / "rouge.csv"
+    result = run([sys.executable, "-m", "rouge_score.rouge", f"--target_filepattern={tmp_path / 'ref'}",
+                  f"--prediction_filepattern={tmp_path / 'hyp'}", f"--output_filename={out}",
+                  "--use_stemmer=true", "--aggregate=false"])
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == len(HYPS)
+    for name in ("rouge1", "rouge2", "rougeL"):
+        expected = 100 * sum(float(row[f"{name}-F"]) for row in rows) / len(rows)
+        assert scores["rouge"][name]["f1"] == pytest.approx(expected, abs=1e-3)
+        low, high = scores["rouge"][name]["f1_interval"]
+        assert low <= scores["rouge"][name]["f1"] <= high
+
+
+def test_score_reads_generate_output(tmp_path):
+    lines = []
+    for i, (hyp, ref) in enumerate(zip(HYPS, REFS)):
+        lines += [f"S-{i}\tsource", f"T-{i}\t{ref}", f"H-{i}\t-0.5\t{hyp}", f"D-{i}\t-0.5\t{hyp}", f"P-{i}\t-0.5"]
+    lines.insert(0, "2026-01-01 | INFO | fairseq_cli.generate | loading")
+    (tmp_path / "generate-test.txt").write_text("\n".join(reversed(lines)) + "\nGenerate test with beam=5: BLEU4 = 1\n")
+    hyps, refs = score.read_generate_output(str(tmp_path / "generate-test.txt"))
+    assert hyps == HYPS and refs == REFS
+    with pytest.raises(ValueError, match="--remove-bpe"):
+        score.score(["a@@ b"], ["ab"], ["tokbleu"], "en")
+
+
+# Configs
+
+
+def config_names():
+    return sorted(path.stem for path in (ROOT / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", config_names())
+def test_config_as_fairseq_train_flags(tmp_path, tiny_databin, name):
+    path = ROOT / "configs" / f"{name}.yaml"
+    config = yaml.safe_load(path.read_text())
+    assert config["hydra"]["run"]["dir"] == "." and config["common"]["user_dir"] == "tree_fairseq"
+    assert config["task"]["data"] == "???"
+    flags = config_args.config_to_args(config_args.load_config(
+        str(path), [f"task.data={tiny_databin}", f"common.user_dir={USER_DIR}"]))
+    args = options.parse_args_and_arch(options.get_training_parser(), flags)
+    assert args.data == str(tiny_databin) and args.task == config["task"]["_name"]
+    assert args.arch == config["model"]["_name"] and args.dropout == config["model"]["dropout"]
+    assert args.lr == config["optimization"]["lr"] and args.max_tokens == config["dataset"]["max_tokens"]
+    assert args.warmup_updates == config["lr_scheduler"]["warmup_updates"]
+    assert args.criterion == "label_smoothed_cross_entropy" and args.label_smoothing == 0.1
+    assert (args.task == "tree_translation") == ("tree" in name)
+
+
+def test_iwslt_configs_have_the_paper_settings():
+    for name in ("iwslt_tree_transformer", "iwslt_transformer"):
+        flags = config_args.config_to_args(config_args.load_config(str(ROOT / "configs" / f"{name}.yaml")))
+        args = options.parse_args_and_arch(options.get_training_parser(), ["data", *flags])
+        assert (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads) == (512, 1024, 4)
+        assert (args.lr, args.warmup_updates, args.dropout, args.max_tokens) == ([0.0005], 4000, 0.3, 4096)
+
+
+def test_config_overrides():
+    config = config_args.load_config(str(ROOT / "configs" / "iwslt_tree_transformer.yaml"),
+                                     ["task.eval_bleu=false", "model._name=tree_transformer_tiny", "optimization.lr=[0.1]"])
+    flags = config_args.config_to_args(config)
+    assert "--eval-bleu" not in flags and flags[flags.index("--arch") + 1] == "tree_transformer_tiny"
+    assert flags[flags.index("--lr") + 1] == "0.1"
+    with pytest.raises(ValueError, match="GROUP.KEY=VALUE"):
+        config_args.load_config(str(ROOT / "configs" / "iwslt_tree_transformer.yaml"), ["lr=1"])
+
+
+def test_average_checkpoints_picks_the_last_n(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import average_checkpoints
+
+    for name in ("checkpoint1.pt", "checkpoint2.pt", "checkpoint10.pt", "checkpoint_best.pt", "checkpoint_last.pt",
+                 "checkpoint_2_900.pt", "checkpoint_3_1000.pt", "checkpoint_3_1100.pt"):
+        (tmp_path / name).touch()
+    assert average_checkpoints.last_checkpoints(str(tmp_path), 2, by_update=False) == [
+        str(tmp_path / "checkpoint10.pt"), str(tmp_path / "checkpoint2.pt")]
+    assert average_checkpoints.last_checkpoints(str(tmp_path), 2, by_update=False, upper_bound=2) == [
+        str(tmp_path / "checkpoint2.pt"), str(tmp_path / "checkpoint1.pt")]
+    assert average_checkpoints.last_checkpoints(str(tmp_path), 2, by_update=True) == [
+        str(tmp_path / "checkpoint_3_1100.pt"), str(tmp_path / "checkpoint_3_1000.pt")]
+
+
+# data-prep helpers
+
+
+def test_clean_corpus_as_moses(tmp_path):
+    src = ["a b c", "", "a  b   c d", "x " * 10, "one", "w" * 1001, "ok ok"]
+    tgt = ["a b c", "e", "a b c d", "y", "one two three", "w", "ok ok ok"]
+    tree = [f"(X {i})" for i in range(len(src))]
+    for name, lines in (("s", src), ("t", tgt), ("tree", tree)):
+        (tmp_path / name).write_text("".join(line + "\n" for line in lines))
+    result = run([sys.executable, ROOT / "data-prep" / "text_tools.py", "clean", "--src-in", tmp_path / "s",
+                  "--tgt-in", tmp_path / "t", "--src-out", tmp_path / "s.out", "--tgt-out", tmp_path / "t.out",
+                  "--max", "9", "--ratio", "1.5", "--also", tmp_path / "tree", tmp_path / "tree.out"])
+    assert result.returncode == 0, result.stderr
+    # dropped: an empty side, 10 > 9 tokens, ratio 3 > 1.5, a 1001-character token
+    assert (tmp_path / "s.out").read_text() == "a b c\na b c d\nok ok\n"
+    assert (tmp_path / "t.out").read_text() == "a b c\na b c d\nok ok ok\n"
+    assert (tmp_path / "tree.out").read_text() == "(X 0)\n(X 2)\n(X 6)\n"
+    assert re.search(r"kept 3 of 7 pairs", result.stdout)

@@ -1,0 +1,95 @@
+"""A data-prep recipe on a tiny local corpus of tokenised text: the data-bin it makes loads in
+the tree_translation task, a second run skips every step, and a run cut short redoes only what
+was not finished."""
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fairseq import options, tasks
+
+import tree_fairseq
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+USER_DIR = str(Path(tree_fairseq.__file__).parent)
+_SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su"]
+
+
+def write_tokenised_corpus(directory: Path) -> None:
+    """{train,valid,test}.{de,en}: words of syllables, the target the source reversed."""
+    rng = random.Random(7)
+    directory.mkdir()
+    for split, size in (("train", 60), ("valid", 8), ("test", 8)):
+        source, target = [], []
+        for _ in range(size):
+            words = ["".join(rng.choices(_SYLLABLES, k=rng.randint(1, 3))) for _ in range(rng.randint(1, 9))]
+            source.append(" ".join(words + ["."]))
+            target.append(" ".join(list(reversed(words)) + ["."]))
+        (directory / f"{split}.de").write_text("".join(line + "\n" for line in source))
+        (directory / f"{split}.en").write_text("".join(line + "\n" for line in target))
+
+
+def prepare(text: Path, work: Path):
+    result = subprocess.run(
+        ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--local", str(text), "--work", str(work),
+         "--parser", "balanced", "--bpe-tokens", "30", "--directions", "de-en", "--workers", "1"],
+        capture_output=True, text=True, env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return [line[4:] for line in result.stdout.splitlines() if line.startswith("==> ")]
+
+
+def snapshot(directory: Path) -> dict:
+    return {path.name: path.stat().st_mtime_ns for path in directory.iterdir()}
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dataprep")
+    write_tokenised_corpus(root / "text")
+    steps = prepare(root / "text", root / "work")
+    return root, steps
+
+
+def test_recipe_runs_every_step_to_a_data_bin(prepared):
+    root, steps = prepared
+    names = [step for step in steps if not step.startswith(("skip", "done", "iwslt14"))]
+    assert names == ["text", "parse-train.de", "parse-valid.de", "parse-test.de", "learn-bpe",
+                     *[f"apply-bpe-{split}.{lang}" for lang in ("de", "en") for split in ("train", "valid", "test")],
+                     "binarize-de-en"]
+    databin = root / "work" / "data-bin" / "de-en"
+    assert (root / "work" / "tok" / "train.de").resolve() == (root / "text" / "train.de")  # linked, not copied
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny"])
+    task = tasks.setup_task(args)
+    task.load_dataset("train")
+    batch = task.dataset("train").collater([task.dataset("train")[i] for i in range(4)])
+    assert batch["net_input"]["src_node_spans"].size(0) == 4
+    assert len(task.dataset("train")) == 60
+
+
+def test_second_run_skips_every_step(prepared):
+    root, _ = prepared
+    databin = root / "work" / "data-bin" / "de-en"
+    before = snapshot(databin)
+    steps = prepare(root / "text", root / "work")
+    assert [step for step in steps if step.startswith("skip")] == [
+        f"skip {name} (done)" for name in
+        ["text", "parse-train.de", "parse-valid.de", "parse-test.de", "learn-bpe",
+         *[f"apply-bpe-{split}.{lang}" for lang in ("de", "en") for split in ("train", "valid", "test")],
+         "binarize-de-en"]]
+    assert snapshot(databin) == before
+
+
+def test_run_cut_short_redoes_only_the_unfinished_steps(prepared):
+    root, _ = prepared
+    work = root / "work"
+    # As if the last run had died while binarising: no marker, a partial data-bin.
+    (work / ".steps" / "binarize-de-en").unlink()
+    (work / "data-bin" / "de-en" / "train.de-en.de.bin").unlink()
+    steps = prepare(root / "text", work)
+    assert [step for step in steps if not step.startswith(("skip", "done", "iwslt14"))] == ["binarize-de-en"]
+    assert (work / "data-bin" / "de-en" / "train.de-en.de.bin").exists()

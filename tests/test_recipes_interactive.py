@@ -1,0 +1,174 @@
+"""Raw-text translation and checkpoint averaging with a tiny trained model: the trees made at
+inference (tree_fairseq.data.inference) equal those of the data-bin, scripts/train.sh trains,
+scripts/average_checkpoints.py averages two checkpoints, and fairseq-interactive on raw
+sentences (Moses tokenizer, subword-nmt BPE, balanced trees, batched) translates them as the
+data-bin's trees do."""
+
+import math
+import os
+import re
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+import torch
+from fairseq import checkpoint_utils, options, tasks
+
+import tree_fairseq
+from tree_fairseq.data.inference import InferenceTrees
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+USER_DIR = str(Path(tree_fairseq.__file__).parent)
+SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su"]  # as conftest's corpus
+
+
+def run(command):
+    result = subprocess.run([str(c) for c in command], capture_output=True, text=True,
+                            env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+    assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
+    return result.stdout
+
+
+def load_task(databin, left_pad_source=True):
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny"])
+    args.left_pad_source = left_pad_source
+    task = tasks.setup_task(args)
+    task.load_dataset("test")
+    return task
+
+
+@pytest.mark.parametrize("left_pad_source", [True, False])
+def test_inference_trees_equal_the_data_bin_trees(tiny_databin, left_pad_source):
+    task = load_task(tiny_databin, left_pad_source)
+    dataset = task.dataset("test")
+    sources = [dataset[i]["source"] for i in range(len(dataset))]
+    trees = InferenceTrees(task.source_dictionary, task.node_dictionary, "balanced")
+    inference = trees.dataset(sources, [len(s) for s in sources], task.target_dictionary,
+                              left_pad_source=left_pad_source)
+    for i in range(len(dataset)):
+        assert torch.equal(inference[i]["node_labels"], dataset[i]["node_labels"].long())
+        assert torch.equal(inference[i]["node_spans"], dataset[i]["node_spans"].long())
+    indices = list(range(12))
+    expected = dataset.collater([dataset[i] for i in indices])["net_input"]
+    collated = inference.collater([inference[i] for i in indices])["net_input"]
+    # fairseq-interactive keeps only src_tokens and src_lengths of the batch; a fresh
+    # InferenceTrees (nothing cached) parses them again.
+    completed = InferenceTrees(task.source_dictionary, task.node_dictionary, "balanced").add_tree_inputs(
+        {"src_tokens": expected["src_tokens"], "src_lengths": expected["src_lengths"]})
+    for name in ("src_tokens", "src_lengths", "src_node_labels", "src_node_spans", "src_node_padding_mask"):
+        assert torch.equal(collated[name], expected[name].to(collated[name].dtype)), name
+        assert torch.equal(completed[name], expected[name].to(completed[name].dtype)), name
+
+
+def test_inference_parser_must_parse_raw_text(tiny_databin):
+    task = load_task(tiny_databin)
+    with pytest.raises(ValueError, match="cannot parse raw text"):
+        InferenceTrees(task.source_dictionary, task.node_dictionary, "bracketed")
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_databin, tmp_path_factory):
+    """tree_transformer_tiny trained for two updates with scripts/train.sh, a checkpoint after each."""
+    save_dir = tmp_path_factory.mktemp("checkpoints")
+    run(["bash", ROOT / "scripts" / "train.sh", "iwslt_tree_transformer", tiny_databin, save_dir,
+         "model._name=tree_transformer_tiny", "task.eval_bleu=false", "checkpoint.best_checkpoint_metric=loss",
+         "checkpoint.maximize_best_checkpoint_metric=false", "lr_scheduler.warmup_updates=10",
+         "optimization.lr=[0.005]", "--max-update", "2", "--save-interval-updates", "1", "--max-tokens", "500",
+         "--cpu", "--seed", "1"])
+    return save_dir
+
+
+def test_train_sh_logs_and_keeps_checkpoints(trained):
+    assert (trained / "checkpoint_1_1.pt").exists() and (trained / "checkpoint_1_2.pt").exists()
+    log = (trained / "train.log").read_text()
+    assert log.startswith("$ fairseq-train ") and "--arch tree_transformer_tiny" in log and "done training" in log
+
+
+@pytest.fixture(scope="module")
+def averaged(trained):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import average_checkpoints
+
+    output = trained / "averaged.pt"
+    average_checkpoints.main(["--inputs", str(trained), "--num-update-checkpoints", "2", "--output", str(output)])
+    return output
+
+
+def test_average_of_two_checkpoints(tiny_databin, trained, averaged):
+    first, second, mean = (torch.load(path, map_location="cpu")
+                           for path in (trained / "checkpoint_1_1.pt", trained / "checkpoint_1_2.pt", averaged))
+    assert list(mean["model"]) == list(first["model"])
+    changed = 0
+    for name, value in mean["model"].items():
+        assert value.dtype == first["model"][name].dtype
+        if value.is_floating_point():
+            torch.testing.assert_close(value, (first["model"][name] + second["model"][name]) / 2)
+            changed += not torch.equal(first["model"][name], second["model"][name])
+    assert changed  # the two updates differ
+    assert mean["cfg"] == second["cfg"]  # the rest is the newest checkpoint's
+    models, _ = checkpoint_utils.load_model_ensemble([str(averaged)], arg_overrides={"data": str(tiny_databin)})
+    assert type(models[0]).__name__ == "TreeTransformerModel"
+
+
+def test_interactive_translates_raw_sentences_like_the_data_bin(tiny_databin, averaged, tmp_path):
+    """fairseq-interactive gets the words of test sentences 0-2 (one batch), makes their trees and
+    must give the translations of the same sentences with their data-bin trees."""
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(averaged)],
+                                                                    arg_overrides={"data": str(tiny_databin)})
+    task.load_dataset("test")
+    dataset = task.dataset("test")
+    chosen = [0, 1, 2]
+    sample = dataset.collater([dataset[i] for i in chosen])
+    generator = task.build_generator(models, Namespace(beam=2, max_len_a=0, max_len_b=12))
+    expected = {}
+    for i, hypos in zip(sample["id"].tolist(), task.inference_step(generator, models, sample)):
+        expected[i] = (hypos[0]["score"].item() / math.log(2),
+                       task.target_dictionary.string(hypos[0]["tokens"], "subword_nmt"))
+
+    codes = tmp_path / "codes"  # subword-nmt merges that split the corpus words into its syllables
+    codes.write_text("#version: 0.2\n" + "".join(f"{s[0]} {s[1]}\n{s[0]} {s[1]}</w>\n" for s in SYLLABLES))
+    raw = tmp_path / "raw.txt"
+    raw.write_text("".join(task.source_dictionary.string(dataset[i]["source"], "subword_nmt") + "\n" for i in chosen))
+    output = run([BIN / "fairseq-interactive", tiny_databin, "--user-dir", USER_DIR, "--task", "tree_translation",
+                  "--path", averaged, "--source-lang", "de", "--target-lang", "en",
+                  "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", codes,
+                  "--inference-parser", "balanced", "--buffer-size", "3", "--batch-size", "3", "--input", raw,
+                  "--beam", "2", "--max-len-a", "0", "--max-len-b", "12", "--cpu"])
+    sources = dict(re.findall(r"^S-(\d+)\t(.*)$", output, re.M))
+    translations = {int(i): (float(score), text)  # D-: BPE removed and detokenised (a no-op on these words)
+                    for i, score, text in re.findall(r"^D-(\d+)\t(\S+)\t(.*)$", output, re.M)}
+    assert sorted(translations) == chosen
+    for i in chosen:
+        assert sources[str(i)] == task.source_dictionary.string(dataset[i]["source"])  # the same BPE pieces
+        assert translations[i][1] == expected[i][1]
+        assert translations[i][0] == pytest.approx(expected[i][0], abs=1e-3)
+
+
+def test_attention_mass_and_tree_drawing(tiny_databin, averaged, tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import attention_mass
+    import draw_tree_attention
+
+    model, task = attention_mass.load(str(tiny_databin), str(averaged), "test", cpu=True)
+    result = attention_mass.attention_mass(model, task, "test", max_sentences=10)
+    assert result["sentences"] == 10 and len(result["layers"]) == 2
+    for row in result["layers"] + [result["mean"]]:
+        assert row["nodes"] + row["leaves"] == pytest.approx(100)
+        assert 0 < row["nodes"] < 100 and 0 < row["uniform"] < 100
+    assert "attend" not in vars(model.decoder.layers[0].encoder_attn)  # the hooks are gone
+    with torch.no_grad(), attention_mass.recording(model) as records:
+        sample = task.dataset("test").collater([task.dataset("test")[i] for i in range(4)])
+        model(**sample["net_input"])
+    weights, num_nodes = records[0][0]
+    assert num_nodes == sample["net_input"]["src_node_labels"].size(1)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:2]))  # per target token
+
+    pytest.importorskip("matplotlib")
+    output = tmp_path / "tree.png"
+    draw_tree_attention.main([str(tiny_databin), "--path", str(averaged), "--index", "3", "--layer", "2",
+                              "--output", str(output), "--cpu"])
+    assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

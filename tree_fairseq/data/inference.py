@@ -1,0 +1,105 @@
+"""Source trees for raw-text translation (fairseq-interactive, the hub interface's ``translate``).
+
+There the task gets the source as dictionary ids of the tokenised, BPE'd sentence and nothing else.
+:class:`InferenceTrees` makes the trees tree-fairseq-parse and tree-fairseq-preprocess would have
+made for that sentence: the words are recovered from the BPE pieces (:func:`group_pieces`), parsed
+with a configurable parser (:func:`make_parser`), every word of several pieces becomes a node over
+them (:func:`expand_subwords`) and the node labels are encoded with the task's node dictionary
+(labels unseen in training become ``<unk>``, as tree-fairseq-preprocess does for valid and test).
+
+fairseq-interactive collates :meth:`InferenceTrees.dataset` but hands the generator only
+``src_tokens`` and ``src_lengths``; :meth:`InferenceTrees.add_tree_inputs` puts the tree inputs back.
+The trees of the last dataset are kept, so each sentence is parsed once.
+"""
+
+import torch
+from fairseq import utils
+from fairseq.data import Dictionary, LanguagePairDataset, ListDataset
+from torch import Tensor
+
+from tree_fairseq.data.tree_pair_dataset import TreePairDataset, collate_trees
+from tree_fairseq.parsing import Parser, make_parser
+from tree_fairseq.trees import TreeError, align, expand_subwords, group_pieces, node_tensors
+
+# Parsers that need no file beside the sentences.
+INFERENCE_PARSERS = ("stanza", "balanced", "left", "right")
+
+
+class InferenceTrees:
+    """Trees of source sentences given as dictionary ids (BPE pieces, EOS last).
+
+    ``parser`` is a parser name of :data:`INFERENCE_PARSERS` (built on first use, so a task that
+    never translates raw text never loads stanza) or a :class:`~tree_fairseq.parsing.Parser`.
+    Use the parser the training data was parsed with.
+    """
+
+    def __init__(self, src_dict: Dictionary, node_dict: Dictionary, parser: str | Parser,
+                 subword_format: str = "subword_nmt", lang: str | None = None,
+                 parser_model_dir: str | None = None):
+        if isinstance(parser, str) and parser not in INFERENCE_PARSERS:
+            raise ValueError(f"parser {parser!r} cannot parse raw text; one of {INFERENCE_PARSERS}")
+        self.src_dict = src_dict
+        self.node_dict = node_dict
+        self.subword_format = subword_format
+        self._parser = parser
+        self._lang = lang
+        self._parser_model_dir = parser_model_dir
+        self._trees: dict[tuple[int, ...], tuple[Tensor, Tensor]] = {}
+
+    @property
+    def parser(self) -> Parser:
+        if isinstance(self._parser, str):
+            self._parser = make_parser(self._parser, lang=self._lang, model_dir=self._parser_model_dir)
+        return self._parser
+
+    def dataset(self, src_tokens: list[Tensor], src_lengths: list[int], tgt_dict: Dictionary | None = None,
+                constraints=None, left_pad_source: bool = True) -> TreePairDataset:
+        """What ``task.build_dataset_for_inference`` returns: fairseq's inference dataset with trees."""
+        trees = self.tree_tensors(src_tokens)
+        self._trees = {_key(tokens, self.src_dict): tree for tokens, tree in zip(src_tokens, trees)}
+        pairs = LanguagePairDataset(src_tokens, src_lengths, self.src_dict, tgt_dict=tgt_dict,
+                                    constraints=constraints, left_pad_source=left_pad_source)
+        labels = ListDataset([label for label, _ in trees], sizes=[len(label) for label, _ in trees])
+        spans = ListDataset([span for _, span in trees], sizes=[len(span) for _, span in trees])
+        return TreePairDataset(pairs, labels, spans, self.node_dict)
+
+    def add_tree_inputs(self, net_input: dict) -> dict:
+        """``net_input`` with ``src_tokens`` ``(B, n)`` (padded either side, EOS last) and
+        ``src_lengths`` -> the same plus the tree inputs of :mod:`tree_fairseq.data.tree_pair_dataset`."""
+        src_tokens, src_lengths = net_input["src_tokens"], net_input["src_lengths"]
+        rows = [utils.strip_pad(row, self.src_dict.pad()) for row in src_tokens.cpu()]
+        missing = [row for row in rows if _key(row, self.src_dict) not in self._trees]
+        self._trees.update((_key(row, self.src_dict), tree) for row, tree in zip(missing, self.tree_tensors(missing)))
+        trees = [self._trees[_key(row, self.src_dict)] for row in rows]
+        # Spans count from a sentence's first token; move them past its padding.
+        first = src_tokens.ne(self.src_dict.pad()).int().argmax(dim=1).cpu()
+        tree_inputs = collate_trees(
+            [labels for labels, _ in trees], [spans + start for (_, spans), start in zip(trees, first)],
+            src_tokens.cpu(), src_lengths.cpu(), left_pad=False, label_pad=self.node_dict.pad(),
+        )
+        return {**net_input, **{name: value.to(src_tokens.device) for name, value in tree_inputs.items()}}
+
+    def tree_tensors(self, src_tokens: list[Tensor]) -> list[tuple[Tensor, Tensor]]:
+        """Node labels ``(m,)`` and inclusive spans ``(m, 2)`` over the pieces of each sentence
+        (dictionary ids, EOS last, no padding), parsed in one call to the parser."""
+        pieces = [[self.src_dict[i] for i in _key(tokens, self.src_dict)] for tokens in src_tokens]
+        words = [[word for word, _, _ in group_pieces(p, self.subword_format)] for p in pieces]
+        to_parse = [i for i, w in enumerate(words) if w]
+        parsed = self.parser.parse([words[i] for i in to_parse], 1, "<raw input>") if to_parse else []
+        tree_of = dict(zip(to_parse, parsed))
+        tensors = []
+        for i, sentence_pieces in enumerate(pieces):
+            if i not in tree_of:  # an empty sentence: EOS only, no nodes
+                tensors.append((torch.zeros(0, dtype=torch.long), torch.zeros(0, 2, dtype=torch.long)))
+                continue
+            try:
+                tree = expand_subwords(align(tree_of[i], words[i]), sentence_pieces, self.subword_format)
+            except TreeError as error:
+                raise TreeError(f"{error} (source sentence: {' '.join(sentence_pieces)!r})") from None
+            tensors.append(node_tensors(tree, self.node_dict.index))
+        return tensors
+
+
+def _key(tokens: Tensor, src_dict: Dictionary) -> tuple[int, ...]:
+    tokens = tokens.tolist()
+    return tuple(tokens[:-1] if tokens and tokens[-1] == src_dict.eos() else tokens)
