@@ -88,10 +88,13 @@ def test_structure_of_hand_made_tree():
     ).bool()
     assert torch.equal(structure.membership[0], expected_membership)
     assert torch.equal(structure.containment[0], expected_containment)
-    # |C| counts the leaf: root to w3 is w3, NP, VP, ROOT.
-    assert structure.path_count[0, 3].tolist() == [0, 3, 3, 3, 4, 4, 0]
-    assert structure.path_count[0, 2].tolist() == [0, 0, 0, 2, 3, 3, 0]
-    assert structure.span_size[0].tolist() == [2, 2, 3, 5, 0]
+    # A[i, j] = 1 / (|C^i_j| |span(i)|); |C| counts the leaf: root to w3 is w3, NP, VP, ROOT.
+    path_count = [[0, 3, 3, 3, 4, 4, 0], [0, 0, 0, 2, 3, 3, 0]]
+    span_size = [5, 3]
+    for row, node in enumerate((3, 2)):
+        expected = [1 / (c * span_size[row]) if c else 0.0 for c in path_count[row]]
+        torch.testing.assert_close(structure.branch_average[0, node], torch.tensor(expected))
+    assert torch.all(structure.branch_average[0, 4] == 0)  # the padded node
     # One (i, t, j) triple per node t on each branch: 3 + 3 + 3 + 6 + 6.
     real = ~structure.branch_padding_mask[0]
     assert int(real.sum()) == 21
@@ -208,3 +211,22 @@ def test_no_tensor_of_size_n_m_d():
     with _LargestTensor() as probe:
         hierarchical_accumulation(leaf_values, node_values, leaf_weights, structure, embedding)
     assert probe.largest < batch_size * num_heads * num_nodes * num_leaves * head_dim / 8
+
+
+def test_no_per_head_node_by_leaf_tensor():
+    """The scalar weights are shared by the heads: the largest tensors are ``(B, m, n)`` scalars
+    and the per-head weights of the branch triples, nothing of size ``H·m·n``."""
+    batch = random_batch(6, word_counts=(120, 150), left_pad=(False, True))
+    _, spans, leaf_padding_mask, node_padding_mask, _ = batch
+    structure = build_tree_structure(spans, leaf_padding_mask, node_padding_mask)
+    batch_size, num_nodes, _ = spans.shape
+    num_leaves, num_heads, head_dim = leaf_padding_mask.size(1), 8, 4
+    num_triples = structure.branch_node.size(1)
+    leaf_values = torch.randn(batch_size, num_heads, num_leaves, head_dim, requires_grad=True)
+    node_values = torch.randn(batch_size, num_heads, num_nodes, head_dim, requires_grad=True)
+    leaf_weights = torch.randn(batch_size, num_heads, num_leaves, requires_grad=True)
+    embedding = HierarchicalEmbedding(head_dim, 8)
+    with _LargestTensor() as probe:
+        hierarchical_accumulation(leaf_values, node_values, leaf_weights, structure, embedding).sum().backward()
+    allowed = max(batch_size * num_nodes * max(num_nodes, num_leaves), batch_size * num_heads * num_triples)
+    assert probe.largest <= allowed < batch_size * num_heads * num_nodes * num_leaves

@@ -107,7 +107,7 @@ def test_encoder_output_is_batch_invariant(tiny_databin, left_pad_source):
             m = alone["net_input"]["src_node_labels"].size(1)
             assert batch["net_input"]["src_node_padding_mask"][row, m:].all()
             torch.testing.assert_close(
-                out_batch["encoder_nodes"][0][:m, row], out_alone["encoder_nodes"][0][:, 0], atol=1e-5, rtol=0)
+                out_batch["tree_source"][0].nodes[row, :m], out_alone["tree_source"][0].nodes[0], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("beam", [1, 3])
@@ -219,7 +219,7 @@ def test_bf16_autocast_forward_has_no_nan(tiny):
         logits = model(**batch["net_input"])[0]
     assert logits.dtype == torch.bfloat16
     assert torch.isfinite(logits).all()
-    assert torch.isfinite(encoder_out["encoder_out"][0]).all() and torch.isfinite(encoder_out["encoder_nodes"][0]).all()
+    assert torch.isfinite(encoder_out["encoder_out"][0]).all() and torch.isfinite(encoder_out["tree_source"][0].nodes).all()
 
 
 # End to end

@@ -13,9 +13,11 @@ built once per batch, shared by all encoder layers and handed to the decoder in 
 Decoder (section 4.4, eqs. 21-24). fairseq's transformer decoder whose encoder attention is the
 tree cross-attention over ``[N̄'; L]``; ``N̄'`` is accumulated from the encoder output with each
 layer's own weights. It does not depend on the target, so in incremental decoding every layer
-computes its :class:`TreeMemory` once per source batch, keeps it in the incremental state and
-reorders it with the beam. ``--no-tree-cross-attention`` keeps fairseq's decoder unchanged
-(attention over the leaves only). Note that under the subtree mask leaves attend to leaves only,
+computes its :class:`TreeMemory` once per source sentence (not once per beam hypothesis), keeps
+it in the incremental state and gathers it per hypothesis again only when the beam moves
+hypotheses across sentences (a finished sentence leaving the batch): the tree part of the
+encoder output is reordered lazily (:class:`TreeSource`). ``--no-tree-cross-attention`` keeps
+fairseq's decoder unchanged (attention over the leaves only). Note that under the subtree mask leaves attend to leaves only,
 so without tree cross-attention the nodes reach the decoder only with ``--no-subtree-mask``.
 
 Choices the paper leaves open, made here:
@@ -129,7 +131,9 @@ class TreeTransformerEncoder(TransformerEncoderBase):
     dropout and the final layer norm.
 
     Its output is fairseq's encoder dictionary (``encoder_out`` holds the leaves, ``(n, B, C)``)
-    plus ``encoder_nodes`` ``(m, B, C)`` and ``tree_structure`` (one :class:`TreeStructure`).
+    plus ``tree_source`` (one :class:`TreeSource`: leaves, nodes and structure, one row per
+    source sentence, never reordered) and ``tree_rows`` (empty, or one LongTensor: the
+    ``tree_source`` row of each row of the reordered output).
     """
 
     def __init__(self, cfg, dictionary, embed_tokens, embed_node_labels):
@@ -184,8 +188,8 @@ class TreeTransformerEncoder(TransformerEncoderBase):
         return {
             "encoder_out": [leaves_of(x)],  # (n, B, C)
             "encoder_padding_mask": [leaf_padding_mask],  # (B, n)
-            "encoder_nodes": [x[:, :num_nodes].transpose(0, 1)],  # (m, B, C)
-            "tree_structure": [structure],
+            "tree_source": [TreeSource(x[:, num_nodes:], x[:, :num_nodes], structure)],
+            "tree_rows": [],  # the identity
             "encoder_embedding": [leaf_embedding],  # (B, n, C)
             "encoder_states": encoder_states,  # list of (n, B, C)
             "src_tokens": [],
@@ -193,30 +197,43 @@ class TreeTransformerEncoder(TransformerEncoderBase):
         }
 
     def reorder_encoder_out(self, encoder_out, new_order):
+        """fairseq's fields are reordered; the tree source is not: only ``tree_rows``, so that
+        a beam step costs one index per hypothesis, not a copy of every tree tensor."""
         reordered = super().reorder_encoder_out(encoder_out, new_order)
-        reordered["encoder_nodes"] = [encoder_out["encoder_nodes"][0].index_select(1, new_order)]
-        reordered["tree_structure"] = [encoder_out["tree_structure"][0].index_select(new_order)]
+        rows = encoder_out["tree_rows"]
+        reordered["tree_source"] = encoder_out["tree_source"]
+        reordered["tree_rows"] = [rows[0].index_select(0, new_order) if rows else new_order]
         return reordered
 
 
 class TreeSource(NamedTuple):
-    """What a tree cross-attention reads from the encoder."""
+    """What a tree cross-attention reads from the encoder: one row per source sentence."""
 
     leaves: Tensor  # (B, n, C)
     nodes: Tensor  # (B, m, C)
     structure: TreeStructure
 
 
+class TreeSourceRows(NamedTuple):
+    """A :class:`TreeSource` and the sentence of each decoder row (``None``: row b is sentence b)."""
+
+    source: TreeSource
+    rows: Tensor | None  # (B',) long
+
+
 class TreeEncoderAttention(FairseqIncrementalState, TreeCrossAttention):
     """:class:`TreeCrossAttention` (eqs. 21-24) called the way fairseq's decoder layer calls its
-    encoder attention (``(T, B, C)`` queries, a :class:`TreeSource` as the key). With an
-    incremental state, the :class:`TreeMemory` of the source is computed at the first step and
-    kept there; :meth:`reorder_incremental_state` reorders it with the beam."""
+    encoder attention (``(T, B, C)`` queries, a :class:`TreeSourceRows` as the key).
+
+    With an incremental state, the :class:`TreeMemory` of every source sentence is computed at
+    the first step (once per sentence, not per hypothesis) and kept there with its gathering per
+    decoder row; the gathering is redone only when the decoder hands in other rows (the decoder
+    passes the same ``rows`` object while the rows still map to the same sentences)."""
 
     def forward(
         self,
         query: Tensor,
-        key: TreeSource,
+        key: TreeSourceRows,
         value=None,
         key_padding_mask=None,
         incremental_state=None,
@@ -227,10 +244,7 @@ class TreeEncoderAttention(FairseqIncrementalState, TreeCrossAttention):
         """query ``(T, B, C)`` -> output ``(T, B, C)`` and, if asked, the head-averaged attention
         weights on the leaves, ``(B, T, n)`` (``(1, B, T, n)`` for ``need_head_weights``).
         ``value`` and ``key_padding_mask`` are implied by ``key``."""
-        memory = self.get_incremental_state(incremental_state, "tree_memory")
-        if memory is None:
-            memory = self.tree_memory(key.leaves, key.nodes, key.structure)
-            self.set_incremental_state(incremental_state, "tree_memory", memory)
+        memory = self._row_memory(key, incremental_state)
         out, weights = self.attend(query.transpose(0, 1), memory, need_weights or need_head_weights)
         if weights is not None:
             weights = weights[:, :, memory.num_nodes:]
@@ -238,10 +252,21 @@ class TreeEncoderAttention(FairseqIncrementalState, TreeCrossAttention):
                 weights = weights.unsqueeze(0)
         return out.transpose(0, 1), weights
 
-    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        memory: TreeMemory | None = self.get_incremental_state(incremental_state, "tree_memory")
-        if memory is not None:
-            self.set_incremental_state(incremental_state, "tree_memory", memory.index_select(new_order))
+    def _row_memory(self, key: TreeSourceRows, incremental_state) -> TreeMemory:
+        """The :class:`TreeMemory` of each decoder row."""
+        cached = self.get_incremental_state(incremental_state, "tree_memory")
+        if cached is not None and cached["rows"] is key.rows:
+            return cached["per_row"]
+        per_sentence = cached["per_sentence"] if cached is not None else None
+        if per_sentence is None:
+            source = key.source
+            per_sentence = self.tree_memory(source.leaves, source.nodes, source.structure)
+        per_row = per_sentence if key.rows is None else per_sentence.index_select(key.rows)
+        if incremental_state is not None:
+            self.set_incremental_state(
+                incremental_state, "tree_memory", {"per_sentence": per_sentence, "rows": key.rows, "per_row": per_row}
+            )
+        return per_row
 
 
 class TreeTransformerDecoderLayer(TransformerDecoderLayerBase):
@@ -266,13 +291,17 @@ class TreeTransformerDecoder(TransformerDecoderBase):
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None, **kwargs):
         if encoder_out is not None:
+            rows = encoder_out["tree_rows"][0] if encoder_out["tree_rows"] else None
+            if incremental_state is not None and rows is not None:
+                # A beam step that keeps every row on its sentence (the usual case) changes
+                # nothing for the cross-attention: hand the layers the rows they already have.
+                previous = self.get_incremental_state(incremental_state, "tree_rows")
+                if previous is not None and torch.equal(previous, rows):
+                    rows = previous
+                self.set_incremental_state(incremental_state, "tree_rows", rows)
             # fairseq's layers hand encoder_out["encoder_out"][0] to their encoder attention as its key.
-            source = TreeSource(
-                encoder_out["encoder_out"][0].transpose(0, 1),
-                encoder_out["encoder_nodes"][0].transpose(0, 1),
-                encoder_out["tree_structure"][0],
-            )
-            encoder_out = {**encoder_out, "encoder_out": [source]}
+            key = TreeSourceRows(encoder_out["tree_source"][0], rows)
+            encoder_out = {**encoder_out, "encoder_out": [key]}
         return super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
 
 

@@ -3,18 +3,25 @@ Hierarchical Accumulation", arXiv 2002.08046, section 4.1-4.2, equations 5-10).
 
 The paper builds ``S = F(L, N, R)`` of size ``(m+1) x n x d`` (eq. 5), averages every branch
 upwards (``U``, eq. 6) and takes a weighted mean over the branches of each node (``V``, eq. 7),
-optionally after adding hierarchical embeddings ``E`` (eqs. 9-10). All three steps are linear,
-so the result factorises through two scalar matrices (DESIGN.md section 3); per sentence and head:
+optionally after adding hierarchical embeddings ``E`` (eqs. 9-10). All three steps are linear.
+With membership ``M[i, j] = [leaf j in span(i)]``, containment ``K[i, t] = [span(t) ⊆ span(i)]``,
+``|C^i_j| = 1 + (K·M)[i, j]`` (the leaf and the nodes on the branch) and the per-sentence
+``A[i, j] = M[i, j] / (|C^i_j| · |L ∩ R(i)|)``, node i's value per head is (DESIGN.md section 3)
 
-    P[i, j] = M[i, j] * w_j / (|C^i_j| * |L ∩ R(i)|)                   (m, n)
-    N̄'     = P·L + (K ⊙ (P·Mᵀ))·N + (vertical and horizontal embedding terms)
+    N̄'_i = Σ_j A[i, j] w_j (l_j + Σ_{t on the branch i -> j} n_t) + (embedding terms).
 
-with membership ``M[i, j] = [leaf j in span(i)]``, containment ``K[i, t] = [span(t) ⊆ span(i)]``
-and ``|C^i_j| = 1 + (K·M)[i, j]``. The embedding terms first sum the scalar weights per
-(node, embedding index) over the T branch triples (node i, node t on the branch, leaf j),
-T ≈ n·depth²/2, then multiply by the tables. Nothing of size ``n·m·d`` is ever built: the cost
-is ``O(m·n·d + m²·n + m²·d + T + m·|E|·d)`` and the memory ``O(m·n + m² + T + m·|E|)`` scalars
-per head.
+The spans of a tree are nested or disjoint, so the nodes on the branch from i down to leaf j are
+the nodes above leaf j (``Mᵀ·N``, row j) less the nodes strictly above node i
+(``(Kᵀ - I)·N``, row i). Hence, with ``R = Mᵀ·N`` (n x d) and ``Q = (Kᵀ - I)·N`` (m x d):
+
+    N̄' = A·(w ⊙ (L + R)) - (A·w) ⊙ Q + (embedding terms)                         (eqs. 6-8)
+
+``A``, ``M`` and ``K`` are shared by the heads, so every product runs on all heads at once and the
+largest tensors are ``(B, m, n)`` and ``(B, m, m)`` scalars, not one per head. The embedding terms
+first sum ``A[i, j] w_j`` per (node, embedding index) over the branch triples (node i, node t on
+the branch, leaf j), T ≈ n·depth²/2, then multiply by the tables. Nothing of size ``n·m·d`` is ever
+built: the cost is ``O(m·n·d + m²·d + T·H + m·|E|·d)``. The subtraction cancels the sums above
+node i, so the products and the difference are computed in (at least) float32, autocast off.
 
 Choices the paper leaves open, made here:
 
@@ -60,8 +67,7 @@ class TreeStructure(NamedTuple):
 
     membership: Tensor  # (B, m, n) bool   M[i, j]: leaf j lies in span(i)
     containment: Tensor  # (B, m, m) bool  K[i, t]: span(t) ⊆ span(i), t = i included
-    path_count: Tensor  # (B, m, n) long   |C^i_j| = 1 + nodes on the branch i -> j; 0 off span
-    span_size: Tensor  # (B, m) long       |L ∩ R(i)|
+    branch_average: Tensor  # (B, m, n) float32  A[i, j] = M[i, j] / (|C^i_j| · |L ∩ R(i)|)
     branch_node: Tensor  # (B, T) long      i
     branch_leaf: Tensor  # (B, T) long      j
     branch_vertical: Tensor  # (B, T) long  |V^t_j| (eq. 9), >= 1
@@ -80,8 +86,9 @@ def build_tree_structure(
 ) -> TreeStructure:
     """Build the :class:`TreeStructure` of a batch.
 
-    spans: ``(B, m, 2)`` inclusive leaf columns, ``(-1, -1)`` for padded nodes;
-    leaf_padding_mask: ``(B, n)`` bool; node_padding_mask: ``(B, m)`` bool (True = pad).
+    spans: ``(B, m, 2)`` inclusive leaf columns of a tree (nested or disjoint, no two equal),
+    ``(-1, -1)`` for padded nodes; leaf_padding_mask: ``(B, n)`` bool; node_padding_mask:
+    ``(B, m)`` bool (True = pad).
     """
     real_node = ~node_padding_mask  # (B, m)
     start, end = spans[..., 0], spans[..., 1]  # (B, m)
@@ -98,13 +105,13 @@ def build_tree_structure(
         & real_node.unsqueeze(-1)
         & real_node.unsqueeze(1)
     )  # (B, m, m)
-    # Small integer counts: exact in float32.
-    on_path = torch.bmm(containment.float(), membership.float()).round().long()  # (B, m, n)
-    path_count = (1 + on_path) * membership
+    # |C^i_j| = 1 + nodes on the branch i -> j, 0 off span: small integer counts, exact in float32.
+    path_count = torch.bmm(containment.float(), membership.float()).add_(1).mul_(membership)  # (B, m, n)
     span_size = membership.sum(-1)  # (B, m)
     branches = _branch_triples(containment, span_size, start, path_count)
+    branch_average = membership / (path_count * span_size.unsqueeze(-1)).clamp_(min=1)
     return TreeStructure(
-        membership, containment, path_count, span_size, *branches, leaf_padding_mask, node_padding_mask
+        membership, containment, branch_average, *branches, leaf_padding_mask, node_padding_mask
     )
 
 
@@ -121,7 +128,7 @@ def _branch_triples(containment: Tensor, span_size: Tensor, start: Tensor, path_
     offset = torch.arange(pair.numel(), device=device) - first_of_pair[pair]  # j - start(t)
     b, i, t = b[pair], i[pair], t[pair]
     j = start[b, t] + offset
-    vertical = path_count[b, t, j] - 1  # nodes on the path from leaf j up to t, t included
+    vertical = path_count[b, t, j].long() - 1  # nodes on the path from leaf j up to t, t included
     horizontal = offset + 1
 
     per_sentence = torch.bincount(b, minlength=batch_size)  # (B,)
@@ -139,19 +146,6 @@ def _branch_triples(containment: Tensor, span_size: Tensor, start: Tensor, path_
     return padded(i, 0), padded(j, 0), padded(vertical, 1), padded(horizontal, 1), padding_mask
 
 
-def accumulation_weights(leaf_weights: Tensor, structure: TreeStructure) -> Tensor:
-    """``P[b, h, i, j] = M[i, j] · w_j / (|C^i_j| · |L ∩ R(i)|)``: the branch average of
-    eq. 6 and the weighted mean of eq. 7 folded into one scalar per (node, leaf).
-
-    leaf_weights: ``(B, H, n)`` (``w = L·u``, one ``u`` per head). Returns ``(B, H, m, n)`` in
-    at least float32; zero outside spans and on padded nodes.
-    """
-    dtype = torch.promote_types(leaf_weights.dtype, torch.float32)
-    denominator = structure.path_count.to(dtype) * structure.span_size.unsqueeze(-1).to(dtype)
-    norm = structure.membership.to(dtype) / denominator.clamp(min=1)  # (B, m, n)
-    return norm.unsqueeze(1) * leaf_weights.to(dtype).unsqueeze(2)
-
-
 class HierarchicalEmbedding(nn.Module):
     """The vertical and horizontal embedding tables ``E^v, E^h`` of eq. 9, each
     ``(num_embeddings, head_dim / 2)``, shared by all heads; row ``k - 1`` holds index ``k``."""
@@ -165,18 +159,20 @@ class HierarchicalEmbedding(nn.Module):
         nn.init.normal_(self.vertical, std=head_dim**-0.5)
         nn.init.normal_(self.horizontal, std=head_dim**-0.5)
 
-    def forward(self, weights: Tensor, structure: TreeStructure) -> Tensor:
+    def forward(self, leaf_weights: Tensor, structure: TreeStructure) -> Tensor:
         """The embedding part of ``V(U(S + E), w)`` (eq. 10):
-        ``Σ_j P[i, j] Σ_{t on the branch i -> j} [e^v_{|V^t_j|}; e^h_{|H^t_j|}]``.
+        ``Σ_j A[i, j] w_j Σ_{t on the branch i -> j} [e^v_{|V^t_j|}; e^h_{|H^t_j|}]``.
 
-        weights: ``P`` of :func:`accumulation_weights`, ``(B, H, m, n)``. Returns ``(B, H, m, head_dim)``.
-        The scalar weights are first summed per (node i, embedding index) over the branch
-        triples, then multiplied by the tables.
+        leaf_weights: ``w``, ``(B, H, n)``. Returns ``(B, H, m, head_dim)`` in the tables' dtype.
+        The scalar weights ``A[i, j] w_j`` are first summed per (node i, embedding index) over
+        the branch triples, then multiplied by the tables.
         """
-        _, num_heads, num_nodes, num_leaves = weights.shape
+        num_heads = leaf_weights.size(1)
+        num_nodes, num_leaves = structure.branch_average.shape[1:]
         cell = structure.branch_node * num_leaves + structure.branch_leaf  # (B, T)
-        triple_weights = weights.flatten(2).gather(2, cell.unsqueeze(1).expand(-1, num_heads, -1))
-        triple_weights = triple_weights.masked_fill(structure.branch_padding_mask.unsqueeze(1), 0)
+        average = structure.branch_average.flatten(1).gather(1, cell)  # (B, T)
+        weight = leaf_weights.gather(2, structure.branch_leaf.unsqueeze(1).expand(-1, num_heads, -1))
+        triple_weights = (weight * average.masked_fill(structure.branch_padding_mask, 0).unsqueeze(1))
         triple_weights = triple_weights.to(self.vertical.dtype)  # (B, H, T)
         node = structure.branch_node
         vertical = self._per_index(triple_weights, node, structure.branch_vertical, num_nodes)
@@ -201,23 +197,31 @@ def hierarchical_accumulation(
     embedding: HierarchicalEmbedding | None = None,
 ) -> Tensor:
     """``N̄' = V(U(F(L, N, R) + E), w)`` (eqs. 5-10), or ``N̄ = V(U(F(L, N, R)), w)`` (eq. 8)
-    when ``embedding`` is None, computed per head without the ``S`` tensor.
+    when ``embedding`` is None, computed for all heads at once without the ``S`` tensor.
 
     leaf_values: ``(B, H, n, dh)``; node_values: ``(B, H, m, dh)``; leaf_weights: ``(B, H, n)``.
-    Returns the accumulated node values ``(B, H, m, dh)`` (zero for padded nodes).
+    Returns the accumulated node values ``(B, H, m, dh)`` (zero for padded nodes) in at least
+    float32.
     """
-    weights = accumulation_weights(leaf_weights, structure)  # (B, H, m, n)
-    batch_size, num_heads, num_nodes, num_leaves = weights.shape
-    values = weights.to(leaf_values.dtype)
-    membership = structure.membership.to(values.dtype)  # (B, m, n)
-    containment = structure.containment.to(values.dtype).unsqueeze(1)  # (B, 1, m, m)
-    # [i, t] = Σ_j P[i, j] over the leaves j of span(t), for the nodes t of the subtree of i;
-    # heads folded into rows so that M is not expanded per head.
-    per_node = torch.bmm(
-        values.reshape(batch_size, num_heads * num_nodes, num_leaves), membership.transpose(1, 2)
-    )
-    node_weights = containment * per_node.view(batch_size, num_heads, num_nodes, num_nodes)  # (B, H, m, m)
-    accumulated = values @ leaf_values + node_weights @ node_values
-    if embedding is not None:
-        accumulated = accumulated + embedding(weights, structure).to(accumulated.dtype)
+    batch_size, num_heads, num_leaves, head_dim = leaf_values.shape
+    num_nodes = node_values.size(2)
+    dtype = torch.promote_types(leaf_values.dtype, torch.float32)
+
+    def fold(x: Tensor) -> Tensor:  # (B, H, L, dh) -> (B, L, H·dh): heads side by side
+        return x.transpose(1, 2).reshape(batch_size, x.size(2), num_heads * x.size(3))
+
+    def unfold(x: Tensor) -> Tensor:  # (B, L, H·dh) -> (B, H, L, dh)
+        return x.view(batch_size, x.size(1), num_heads, x.size(2) // num_heads).transpose(1, 2)
+
+    with torch.autocast(leaf_values.device.type, enabled=False):
+        average = structure.branch_average.to(dtype)  # (B, m, n)
+        weights = leaf_weights.to(dtype).unsqueeze(-1)  # (B, H, n, 1)
+        nodes = fold(node_values.to(dtype))  # (B, m, H·dh)
+        above_leaf = structure.membership.transpose(1, 2).to(dtype) @ nodes  # R: (B, n, H·dh)
+        above_node = structure.containment.transpose(1, 2).to(dtype) @ nodes - nodes  # Q: (B, m, H·dh)
+        branches = average @ fold(weights * (leaf_values.to(dtype) + unfold(above_leaf)))  # (B, m, H·dh)
+        weight_sum = (average @ fold(weights)).transpose(1, 2).unsqueeze(-1)  # A·w: (B, H, m, 1)
+        accumulated = unfold(branches) - weight_sum * unfold(above_node)
+        if embedding is not None:
+            accumulated = accumulated + embedding(leaf_weights.to(dtype), structure).to(dtype)
     return accumulated

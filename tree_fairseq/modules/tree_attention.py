@@ -15,8 +15,8 @@ to the layer that calls them. Choices the paper leaves open, made here:
 
 The attention itself is torch's fused ``scaled_dot_product_attention`` (memory linear in the
 length on the flash backends); the explicit ``(B, H, Q, K)`` weights are built only when
-``need_weights`` asks for them. The encoder's mask (:func:`tree_attention_mask`) is built once
-per batch and shared by all layers.
+``need_weights`` asks for them or for a decoding step (one query per row). The encoder's mask
+(:func:`tree_attention_mask`) is built once per batch and shared by all layers.
 See :mod:`tree_fairseq.modules.hierarchical_accumulation` for the accumulation's own choices.
 """
 
@@ -254,9 +254,11 @@ class TreeCrossAttention(_TreeAttention):
         """query ``(B, T, d)`` -> output ``(B, T, d)`` and, if ``need_weights``, the attention
         weights averaged over heads ``(B, T, m + n)`` (columns ``:memory.num_nodes`` are nodes)."""
         blocked = memory.key_padding_mask[:, None, None, :]  # (B, 1, 1, m + n)
-        if need_weights:
+        if need_weights or query.size(1) == 1:
+            # A decoding step (one query per row) takes the explicit way too: its weights are
+            # only (B, H, 1, m + n), and on CPU it is 2-3x faster than the fused kernel there.
             out, probs = self._attend(query, memory.keys, memory.values, blocked)
-            return out, probs.mean(dim=1)
+            return out, probs.mean(dim=1) if need_weights else None
         # A sentence without a real key (never in real batches) attends to nothing, as in _attend:
         # its first key is unblocked for the fused softmax, and its attention output zeroed.
         fully_blocked = blocked.all(dim=-1, keepdim=True)  # (B, 1, 1, 1)
