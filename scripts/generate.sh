@@ -5,7 +5,8 @@
 #       OUT-DIR [fairseq-generate flags ...]
 #
 # Runs fairseq-generate with the checkpoint's own task (tree_translation or translation), beam 5,
-# --remove-bpe, and writes OUT-DIR/generate-SUBSET.txt, OUT-DIR/score-SUBSET.txt (and .json).
+# --remove-bpe, --required-batch-size-multiple 1 (fairseq's default 8 drops the last len % 8
+# sentences of the split), and writes OUT-DIR/generate-SUBSET.txt, OUT-DIR/score-SUBSET.txt (and .json).
 # Flags after OUT-DIR go to fairseq-generate and win over these defaults (e.g. --beam 4
 # --lenpen 0.6 for WMT, --remove-bpe sentencepiece). Metrics: sacrebleu,
 # tokbleu, compound (WMT en-de), rouge (Gigaword); see scripts/score.py --help. --lang is the
@@ -56,7 +57,8 @@ TGT=${LANG_OVERRIDE:-$TGT}
 
 mkdir -p "$OUT"
 command=(fairseq-generate "$DATA" --user-dir "$USER_DIR" --task "$TASK" --path "$CHECKPOINT"
-    --gen-subset "$SUBSET" --beam 5 --remove-bpe --max-tokens 8000 --results-path "$OUT" "$@")
+    --gen-subset "$SUBSET" --beam 5 --remove-bpe --max-tokens 8000 --required-batch-size-multiple 1
+    --results-path "$OUT" "$@")
 printf '$ %s\n' "${command[*]}"
 "${command[@]}"
 grep "^Generate" "$OUT/generate-$SUBSET.txt" || true

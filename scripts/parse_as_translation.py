@@ -33,7 +33,8 @@ checkpoints and the generated test output. Prints one table.
    brackets past the first wrong leaf rarely match). An output that is not one tree (unbalanced
    brackets, text outside brackets, several trees) is *malformed*: it counts as F1 0 for that
    sentence and as no predicted bracket in the corpus totals. Sentence F1 is the mean over the
-   test sentences; corpus F1 pools the brackets of all of them (evalb's). Also reported:
+   test sentences with a bracket (>= 2 words); corpus F1 pools the brackets of all of them
+   (evalb's). The scorer is :func:`tree_fairseq.trees.evaluation.bracket_f1`. Also reported:
    well-formed outputs, outputs with the right number of words, exact matches (labelled).
 
 Example (CPU, the default small model: 7 CPU minutes in all, one thread per fairseq process)::
@@ -53,6 +54,7 @@ from pathlib import Path
 
 import tree_fairseq
 from tree_fairseq.trees import Tree, TreeError, parse_tree
+from tree_fairseq.trees.evaluation import bracket_f1, brackets
 from tree_fairseq.trees.linearize import (
     TREE_ORDERS,
     bracketed_symbols,
@@ -210,35 +212,20 @@ def generate(system: str, databin: Path, checkpoint: Path, a, workdir: Path) -> 
 # Scores
 
 
-def brackets(tree: Tree, labelled: bool) -> set:
-    return {(node.label, node.start, node.end) if labelled else (node.start, node.end) for node in tree.nodes}
-
-
-def f1(matched: int, predicted: int, gold: int) -> float:
-    return 2 * matched / (predicted + gold) if predicted + gold else 1.0
-
-
 def score(predicted: list[Tree | None], gold: list[Tree]) -> dict[str, float]:
     """Bracket F1 (see the module docstring); ``None`` is a malformed output."""
     result = {}
     for labelled, name in ((False, "unlabelled"), (True, "labelled")):
-        per_sentence, totals = [], [0, 0, 0]
-        for prediction, reference in zip(predicted, gold):
-            gold_brackets = brackets(reference, labelled)
-            predicted_brackets = brackets(prediction, labelled) if prediction is not None else set()
-            matched = len(gold_brackets & predicted_brackets)
-            per_sentence.append(
-                f1(matched, len(predicted_brackets), len(gold_brackets)) if prediction is not None else 0.0)
-            for i, count in enumerate((matched, len(predicted_brackets), len(gold_brackets))):
-                totals[i] += count
-        result[f"{name} F1 (sentence mean)"] = 100 * sum(per_sentence) / len(per_sentence)
-        result[f"{name} F1 (corpus)"] = 100 * f1(*totals)
+        scores = bracket_f1(predicted, gold, drop_trivial=False, labelled=labelled, same_words=False)
+        result[f"{name} F1 (sentence mean)"] = 100 * scores.sentence_f1
+        result[f"{name} F1 (corpus)"] = 100 * scores.corpus_f1
     well_formed = [p for p in predicted if p is not None]
     result["well-formed %"] = 100 * len(well_formed) / len(gold)
     result["right word count %"] = 100 * sum(
         p is not None and len(p.leaves) == len(g.leaves) for p, g in zip(predicted, gold)) / len(gold)
     result["exact match %"] = 100 * sum(
-        p is not None and brackets(p, True) == brackets(g, True) and len(p.leaves) == len(g.leaves)
+        p is not None and len(p.leaves) == len(g.leaves)
+        and brackets(p, drop_trivial=False, labelled=True) == brackets(g, drop_trivial=False, labelled=True)
         for p, g in zip(predicted, gold)) / len(gold)
     return result
 

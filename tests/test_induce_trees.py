@@ -67,6 +67,31 @@ def test_bracket_f1_edge_cases():
         bracket_f1(gold * 2, gold)
 
 
+def test_labelled_bracket_f1_with_malformed_and_wrong_length_outputs():
+    """The parsing-as-translation scoring: labels count, the root counts, a malformed output
+    (None) scores 0 with no predicted bracket, a tree over other words is scored as it is."""
+    gold = [
+        Tree(tuple("a b c".split()), (Node("NP", 0, 1), Node("S", 0, 2))),
+        Tree(tuple("d e".split()), (Node("S", 0, 1),)),
+        Tree(tuple("f g h".split()), (Node("VP", 1, 2), Node("S", 0, 2))),
+    ]
+    predicted = [
+        Tree(tuple("a b c".split()), (Node("VP", 0, 1), Node("S", 0, 2))),  # one label wrong
+        None,  # malformed
+        Tree(tuple("f g".split()), (Node("S", 0, 1),)),  # one word short
+    ]
+    labelled = bracket_f1(predicted, gold, drop_trivial=False, labelled=True, same_words=False)
+    # sentence 1: 1 of 2 (P = R = 1/2); sentence 2: 0; sentence 3: (S 0 1) matches nothing
+    assert labelled.sentence_f1 == pytest.approx(0.5 / 3)
+    # pooled: 1 match, 3 predicted, 5 gold
+    assert (labelled.corpus_precision, labelled.corpus_recall) == pytest.approx((1 / 3, 1 / 5))
+    unlabelled = bracket_f1(predicted, gold, drop_trivial=False, same_words=False)
+    assert unlabelled.sentence_f1 == pytest.approx(1 / 3)
+    assert brackets(gold[0], drop_trivial=False, labelled=True) == {("NP", 0, 1), ("S", 0, 2)}
+    with pytest.raises(ValueError, match="leaves"):
+        bracket_f1(predicted, gold, drop_trivial=False)
+
+
 def test_random_binary_tree_is_binary_and_seeded():
     words = [f"w{i}" for i in range(9)]
     first = random_binary_tree(words, random.Random(3))

@@ -1,9 +1,10 @@
-"""Unlabelled bracket F1 between predicted and gold trees (the unsupervised-parsing score), and the
-random-tree baseline.
+"""Bracket F1 between predicted and gold trees (unlabelled for unsupervised parsing, labelled or
+unlabelled for parsing as translation), and the random-tree baseline.
 
 Conventions, made here and stated by every score:
 
-- a tree's brackets are the spans of its nodes (labels ignored); in the normal form
+- a tree's brackets are the spans of its nodes (labels ignored unless ``labelled``, then
+  ``(label, start, end)``); in the normal form
   (:mod:`tree_fairseq.trees.tree`) every node covers >= 2 words and spans are unique, so
   single-word spans never count and a unary chain counts once;
 - ``drop_trivial=True`` (default) also leaves out the whole-sentence span, which every tree has
@@ -11,6 +12,11 @@ Conventions, made here and stated by every score:
 - sentence-level F1 is the mean over the sentences with at least one gold bracket (after the
   above) of each sentence's F1, 0 when no predicted bracket matches; corpus-level F1 is the F1 of
   the brackets pooled over all sentences;
+- a predicted tree may be ``None``: a malformed output (of a model that writes trees). It has no
+  brackets, so it scores F1 0 and adds no predicted bracket to the corpus totals;
+- by default predicted and gold trees must cover the same number of words (an error otherwise);
+  ``same_words=False`` scores a tree over other words as it is, by leaf positions (a model's
+  output tree: its brackets past the first wrong word rarely match);
 - punctuation is scored like any word of the trees given; :func:`parse_tree_without_punctuation`
   reads a PTB tree without it, as unsupervised-parsing work on the PTB usually scores (e.g. PRPN
   and ON-LSTM): with it, the sentence-final period hangs from the root, so no right-branching
@@ -37,12 +43,12 @@ class BracketScores(NamedTuple):
     scored_sentences: int  # sentences in the sentence-level mean
 
 
-def brackets(tree: Tree, drop_trivial: bool = True) -> set[tuple[int, int]]:
-    """The inclusive ``(start, end)`` spans of the tree's nodes of >= 2 words, without the
-    whole-sentence span when ``drop_trivial``."""
+def brackets(tree: Tree, drop_trivial: bool = True, labelled: bool = False) -> set[tuple]:
+    """The inclusive ``(start, end)`` spans (``(label, start, end)`` when ``labelled``) of the
+    tree's nodes of >= 2 words, without the whole-sentence span when ``drop_trivial``."""
     whole = (0, len(tree.leaves) - 1)
     return {
-        (node.start, node.end)
+        (node.label, node.start, node.end) if labelled else (node.start, node.end)
         for node in tree.nodes
         if node.end > node.start and not (drop_trivial and (node.start, node.end) == whole)
     }
@@ -55,19 +61,25 @@ def _f1(matched: int, predicted: int, gold: int) -> tuple[float, float, float]:
     return precision, recall, f1
 
 
-def bracket_f1(predicted: Sequence[Tree], gold: Sequence[Tree], drop_trivial: bool = True) -> BracketScores:
-    """Unlabelled bracket F1 of ``predicted`` against ``gold`` trees over the same words (see the
-    module docstring for the conventions)."""
+def bracket_f1(
+    predicted: Sequence[Tree | None],
+    gold: Sequence[Tree],
+    drop_trivial: bool = True,
+    labelled: bool = False,
+    same_words: bool = True,
+) -> BracketScores:
+    """Bracket F1 of ``predicted`` against ``gold`` trees (see the module docstring for the
+    conventions; ``None`` is a malformed prediction)."""
     if len(predicted) != len(gold):
         raise ValueError(f"{len(predicted)} predicted trees but {len(gold)} gold trees")
     total_matched = total_predicted = total_gold = 0
     sentence_scores = []
     for index, (prediction, reference) in enumerate(zip(predicted, gold)):
-        if len(prediction.leaves) != len(reference.leaves):
+        if same_words and prediction is not None and len(prediction.leaves) != len(reference.leaves):
             raise ValueError(f"sentence {index}: {len(prediction.leaves)} predicted leaves but "
                              f"{len(reference.leaves)} gold leaves")
-        predicted_spans = brackets(prediction, drop_trivial)
-        gold_spans = brackets(reference, drop_trivial)
+        predicted_spans = brackets(prediction, drop_trivial, labelled) if prediction is not None else set()
+        gold_spans = brackets(reference, drop_trivial, labelled)
         matched = len(predicted_spans & gold_spans)
         total_matched += matched
         total_predicted += len(predicted_spans)

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Train several architectures with one small configuration and the same update budget on one
+# data-bin, translate its test split, and print one sacreBLEU line per model: the learning check
+# of issues 3, 5 and 6.
+#
+#   scripts/compare_bleu.sh [--jobs N] DATA-BIN OUT-DIR UPDATES ARCH [ARCH ...] [-- fairseq-train flags]
+#
+# Every model: 256 / ffn 512 / 4 heads, 3 + 3 layers, shared decoder input/output embeddings,
+# dropout 0.1, Adam (0.9, 0.98), lr 1e-3, inverse sqrt with 100 warmup updates, label smoothing
+# 0.1, --max-tokens 4096, seed 1, UPDATES updates, one CPU thread per process (--cpu when no
+# GPU); the last checkpoint is scored (scripts/generate.sh: beam 5, whole test split). Flags after
+# "--" go to every fairseq-train and win over these. Models that read source trees train with
+# --task tree_translation (--max-tokens then counts leaves + nodes); the others, fairseq's
+# transformer included, with --task translation on the same data-bin.
+# --jobs N trains N models at once (default 1). OUT-DIR/ARCH/ holds each model's checkpoints, logs
+# and outputs; a finished model is not trained again, an interrupted one resumes.
+#
+#   scripts/compare_bleu.sh --jobs 2 data-bin/iwslt14.de-en out/compare 400 \
+#       transformer_iwslt_de_en tree_transformer_iwslt_de_en constituent_transformer_iwslt_de_en
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PYTHON=${PYTHON:-python3}
+JOBS=1
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0
+fi
+if [[ ${1:-} == --jobs ]]; then JOBS=${2:?}; shift 2; fi
+if (($# < 4)); then
+    echo "usage: scripts/compare_bleu.sh [--jobs N] DATA-BIN OUT-DIR UPDATES ARCH [ARCH ...] [-- flags] (see --help)" >&2
+    exit 2
+fi
+DATA=$1 OUT=$2 UPDATES=$3
+shift 3
+ARCHS=() EXTRA=()
+while (($#)); do
+    if [[ $1 == -- ]]; then shift; EXTRA=("$@"); break; fi
+    ARCHS+=("$1"); shift
+done
+[[ -d $DATA ]] || { echo "compare_bleu.sh: error: no data-bin $DATA" >&2; exit 2; }
+[[ $UPDATES =~ ^[0-9]+$ ]] || { echo "compare_bleu.sh: error: UPDATES must be a number, got $UPDATES" >&2; exit 2; }
+((${#ARCHS[@]})) || { echo "compare_bleu.sh: error: no architecture given" >&2; exit 2; }
+USER_DIR=$ROOT/tree_fairseq
+
+# The task of each architecture: tree_translation for the models whose encoder reads trees.
+mapfile -t TASKS < <("$PYTHON" - "${ARCHS[@]}" <<'PY'
+import sys
+import tree_fairseq  # noqa: F401  (registers the architectures)
+from fairseq.models import ARCH_MODEL_REGISTRY
+from tree_fairseq.models.common import TreeSourceTransformerModel
+for arch in sys.argv[1:]:
+    if arch not in ARCH_MODEL_REGISTRY:
+        sys.exit(f"compare_bleu.sh: error: unknown architecture {arch}")
+    print("tree_translation" if issubclass(ARCH_MODEL_REGISTRY[arch], TreeSourceTransformerModel) else "translation")
+PY
+)
+((${#TASKS[@]} == ${#ARCHS[@]})) || exit 2
+DEVICE=()
+"$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || DEVICE=(--cpu)
+
+run_one() {
+    local arch=$1 task=$2 dir=$OUT/$1
+    mkdir -p "$dir"
+    if [[ ! -f $dir/score-test.txt ]]; then
+        if ! grep -q "done training" "$dir/train.log" 2>/dev/null; then
+            echo "[$(date +%T)] $arch: training ($task, $UPDATES updates) -> $dir/train.log"
+            OMP_NUM_THREADS=1 fairseq-train "$DATA" --user-dir "$USER_DIR" --task "$task" --arch "$arch" \
+                --encoder-embed-dim 256 --encoder-ffn-embed-dim 512 --encoder-attention-heads 4 --encoder-layers 3 \
+                --decoder-embed-dim 256 --decoder-ffn-embed-dim 512 --decoder-attention-heads 4 --decoder-layers 3 \
+                --share-decoder-input-output-embed --dropout 0.1 \
+                --optimizer adam --adam-betas "(0.9, 0.98)" --lr 1e-3 --lr-scheduler inverse_sqrt \
+                --warmup-updates 100 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
+                --max-tokens 4096 --max-update "$UPDATES" --seed 1 --save-dir "$dir" --no-epoch-checkpoints \
+                --disable-validation --log-format simple --log-interval 50 "${DEVICE[@]}" "${EXTRA[@]}" \
+                >> "$dir/train.log" 2>&1
+        fi
+        echo "[$(date +%T)] $arch: translating the test split -> $dir/generate-test.txt"
+        OMP_NUM_THREADS=1 PYTHON=$PYTHON bash "$ROOT/scripts/generate.sh" --metrics sacrebleu \
+            "$DATA" "$dir/checkpoint_last.pt" "$dir" "${DEVICE[@]}" > "$dir/generate.log" 2>&1
+    fi
+    echo "[$(date +%T)] $arch: done"
+}
+
+for i in "${!ARCHS[@]}"; do
+    while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+    run_one "${ARCHS[$i]}" "${TASKS[$i]}" &
+done
+wait
+printf '\n%-45s %-8s %s\n' "architecture (task)" "updates" "test sacreBLEU"
+failed=0
+for i in "${!ARCHS[@]}"; do
+    scores=$OUT/${ARCHS[$i]}/score-test.txt
+    if [[ -f $scores ]]; then
+        score=$(grep -m1 -i "bleu" "$scores")
+    else
+        score="FAILED (see $OUT/${ARCHS[$i]}/*.log)" failed=1
+    fi
+    printf '%-45s %-8s %s\n' "${ARCHS[$i]} (${TASKS[$i]})" "$UPDATES" "$score"
+done
+exit $failed
