@@ -32,7 +32,8 @@ RECIPES = {
     "prepare-gigaword.sh": ("article", "title", "https://drive.usercontent.google.com/download?id="),
 }
 SCRIPTS = ["train.sh", "generate.sh", "average_checkpoints.sh", "quickstart.sh", "score.py", "config_args.py",
-           "average_checkpoints.py", "attention_mass.py", "draw_tree_attention.py"]
+           "average_checkpoints.py", "attention_mass.py", "draw_tree_attention.py", "compare_bleu.sh",
+           "benchmark_speed.py"]
 
 
 def run(command, cwd=None, env=None):
@@ -82,6 +83,14 @@ def test_script_argument_errors(tmp_path):
     assert result.returncode != 0 and "no config" in result.stderr
     result = run(["bash", ROOT / "scripts" / "generate.sh", tmp_path / "absent", "x.pt", tmp_path / "out"])
     assert result.returncode != 0 and "no data-bin" in result.stderr
+    compare = ROOT / "scripts" / "compare_bleu.sh"
+    result = run(["bash", compare, tmp_path / "absent", tmp_path / "out", "10", "transformer"])
+    assert result.returncode != 0 and "no data-bin" in result.stderr
+    result = run(["bash", compare, tmp_path, tmp_path / "out", "ten", "transformer"])
+    assert result.returncode != 0 and "UPDATES must be a number" in result.stderr
+    result = run(["bash", compare, tmp_path, tmp_path / "out", "10", "no_such_arch"], env={"PYTHON": sys.executable})
+    assert result.returncode != 0 and "unknown architecture no_such_arch" in result.stderr
+    assert not (tmp_path / "out").exists()
     result = run(["bash", ROOT / "scripts" / "quickstart.sh", tmp_path / "absent"])
     assert result.returncode != 0 and "no such directory" in result.stderr
     result = run([sys.executable, ROOT / "scripts" / "average_checkpoints.py", "--inputs", tmp_path,
