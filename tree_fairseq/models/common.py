@@ -6,7 +6,7 @@ What is particular to a method stays in its own module."""
 from typing import Optional
 
 from fairseq.dataclass.utils import gen_parser_from_dataclass
-from fairseq.models.transformer import TransformerConfig, TransformerModelBase
+from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase, TransformerModelBase
 
 
 def build_embeddings(model_class, cfg, src_dict, tgt_dict):
@@ -70,11 +70,27 @@ class TextSourceTransformerModel(ConfiguredTransformerModel):
         )
 
 
+class TreeSourceDecoder(TransformerDecoderBase):
+    """fairseq's transformer decoder over an encoder output of ``[nodes; leaves]`` items (with
+    ``src_node_padding_mask``). Cross-attention is fairseq's over all items; the attention weights
+    it hands back (``attn``, e.g. a hypothesis' ``attention``) are the leaf columns only, so that
+    they index source tokens as fairseq's alignment code expects."""
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        x, extra = super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
+        attn = extra["attn"][0]
+        if attn is not None and encoder_out is not None:
+            num_nodes = encoder_out["src_node_padding_mask"][0].size(1)
+            extra["attn"] = [attn[..., num_nodes:]]
+        return x, extra
+
+
 class TreeSourceTransformerModel(ConfiguredTransformerModel):
     """The wiring shared by the transformers whose encoder reads a source tree of
     ``--task tree_translation``: node-label embeddings from the node dictionary, the tree batch in
-    ``forward``. Subclasses give ``config_class``, :meth:`set_defaults`,
-    :meth:`build_tree_encoder` and ``build_decoder``."""
+    ``forward``. Subclasses give ``config_class``, :meth:`set_defaults` and
+    :meth:`build_tree_encoder`; the decoder is a :class:`TreeSourceDecoder` unless
+    ``build_decoder`` says otherwise."""
 
     #: How the error for a task without trees names the model (default: the class name).
     error_name: Optional[str] = None
@@ -82,6 +98,10 @@ class TreeSourceTransformerModel(ConfiguredTransformerModel):
     @classmethod
     def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
         raise NotImplementedError
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
+        return TreeSourceDecoder(cfg, tgt_dict, embed_tokens)
 
     @classmethod
     def build_model(cls, args, task):

@@ -40,7 +40,6 @@ from fairseq.models.transformer.transformer_legacy import base_architecture, tra
 from torch import Tensor, nn
 
 from tree_fairseq.models.common import TreeSourceTransformerModel, tiny_defaults
-from tree_fairseq.models.tree_pe_transformer import TreeSourceDecoder
 from tree_fairseq.modules.tree_composition import TreeComposition, composition_schedule
 
 
@@ -130,10 +129,6 @@ class TreeCompositionTransformerModel(TreeSourceTransformerModel):
     @classmethod
     def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
         return TreeCompositionEncoder(cfg, src_dict, embed_tokens, embed_node_labels)
-
-    @classmethod
-    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
-        return TreeSourceDecoder(cfg, tgt_dict, embed_tokens)
 
 
 # Architectures: fairseq's transformer of the same name, plus the composition options' defaults.

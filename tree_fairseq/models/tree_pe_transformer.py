@@ -166,21 +166,6 @@ class TreePEEncoder(TransformerEncoderBase):
         return reordered
 
 
-class TreeSourceDecoder(TransformerDecoderBase):
-    """fairseq's transformer decoder over an encoder output of ``[nodes; leaves]`` items (with
-    ``src_node_padding_mask``). Cross-attention is fairseq's over all items; the attention weights
-    it hands back (``attn``, e.g. a hypothesis' ``attention``) are the leaf columns only, so that
-    they index source tokens as fairseq's alignment code expects."""
-
-    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
-        x, extra = super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
-        attn = extra["attn"][0]
-        if attn is not None and encoder_out is not None:
-            num_nodes = encoder_out["src_node_padding_mask"][0].size(1)
-            extra["attn"] = [attn[..., num_nodes:]]
-        return x, extra
-
-
 @register_model("tree_pe_transformer")
 class TreePETransformerModel(TreeSourceTransformerModel):
     """Transformer reading the source tree through tree positional encodings (Shiv & Quirk 2019)
@@ -196,10 +181,6 @@ class TreePETransformerModel(TreeSourceTransformerModel):
     @classmethod
     def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
         return TreePEEncoder(cfg, src_dict, embed_tokens, embed_node_labels)
-
-    @classmethod
-    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
-        return TreeSourceDecoder(cfg, tgt_dict, embed_tokens)
 
 
 # Generating a tree
