@@ -17,8 +17,9 @@ computes its :class:`TreeMemory` once per source sentence (not once per beam hyp
 it in the incremental state and gathers it per hypothesis again only when the beam moves
 hypotheses across sentences (a finished sentence leaving the batch): the tree part of the
 encoder output is reordered lazily (:class:`TreeSource`). ``--no-tree-cross-attention`` keeps
-fairseq's decoder unchanged (attention over the leaves only). Note that under the subtree mask leaves attend to leaves only,
-so without tree cross-attention the nodes reach the decoder only with ``--no-subtree-mask``.
+fairseq's decoder unchanged (attention over the leaves only). Note that under the subtree mask
+leaves attend to leaves only, so without tree cross-attention the nodes reach the decoder only
+with ``--no-subtree-mask``.
 
 Choices the paper leaves open, made here:
 
@@ -263,9 +264,8 @@ class TreeEncoderAttention(FairseqIncrementalState, TreeCrossAttention):
             per_sentence = self.tree_memory(source.leaves, source.nodes, source.structure)
         per_row = per_sentence if key.rows is None else per_sentence.index_select(key.rows)
         if incremental_state is not None:
-            self.set_incremental_state(
-                incremental_state, "tree_memory", {"per_sentence": per_sentence, "rows": key.rows, "per_row": per_row}
-            )
+            cached = {"per_sentence": per_sentence, "rows": key.rows, "per_row": per_row}
+            self.set_incremental_state(incremental_state, "tree_memory", cached)
         return per_row
 
 
