@@ -204,6 +204,41 @@ def check_incremental_decoding_as_the_generator(task, model, indices):
     return encoder_out
 
 
+def check_beam_scores_equal_full_sequence_scores(task, model, indices, beam=3):
+    """fairseq's beam search over a batch, against the full forward pass:
+    every hypothesis' positional scores are its log-probabilities under the model fed the whole
+    hypothesis. An untrained model runs every hypothesis to the length limit, so EOS gets the
+    top logit plus an erratic function of a decoder feature: sentences then finish at different
+    steps and the batch shrinks during the search."""
+    eos = task.target_dictionary.eos()
+
+    def eos_follows_a_feature(module, inputs, logits):
+        logits = logits.clone()
+        logits[..., eos] = logits.amax(dim=-1) + 3 * torch.sin(20 * inputs[0][..., 0])
+        return logits
+
+    hook = model.decoder.output_projection.register_forward_hook(eos_follows_a_feature)
+    try:
+        batch = collate(task, indices)
+        hypos = generate(model, task, batch, beam)
+        lengths = [len(sentence_hypos[0]["tokens"]) for sentence_hypos in hypos]
+        assert len(set(lengths)) > 1, lengths
+        checked = 0
+        with torch.no_grad():
+            for row, sentence_hypos in enumerate(hypos):
+                sentence = {k: v[row : row + 1] for k, v in batch["net_input"].items() if k != "prev_output_tokens"}
+                for hypo in sentence_hypos:
+                    tokens = hypo["tokens"].unsqueeze(0)
+                    prev = torch.cat([tokens.new_full((1, 1), eos), tokens[:, :-1]], dim=1)
+                    logits = model(**sentence, prev_output_tokens=prev)[0]
+                    scores = torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens.unsqueeze(-1)).view(-1)
+                    torch.testing.assert_close(scores, hypo["positional_scores"], atol=1e-4, rtol=0)
+                    checked += 1
+    finally:
+        hook.remove()
+    assert checked == len(indices) * beam
+
+
 # fairseq's CLIs
 
 

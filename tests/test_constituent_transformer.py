@@ -9,7 +9,13 @@ import re
 import pytest
 import torch
 from helpers import by_source_length as by_length
-from helpers import check_incremental_decoding_as_the_generator, collate, row_of, train_and_generate
+from helpers import (
+    check_beam_scores_equal_full_sequence_scores,
+    check_incremental_decoding_as_the_generator,
+    collate,
+    row_of,
+    train_and_generate,
+)
 
 import helpers
 from tree_fairseq.modules.constituent_attention import ConstituentSelfAttention
@@ -98,6 +104,11 @@ def test_incremental_decoding_matches_full_forward(tiny):
     task, model = tiny
     encoder_out = check_incremental_decoding_as_the_generator(task, model, by_length(task)[-3:])
     assert encoder_out["constituent_links"][0].size(0) == 4
+
+
+def test_beam_search_scores_equal_full_sequence_scores(tiny):
+    task, model = tiny
+    check_beam_scores_equal_full_sequence_scores(task, model, by_length(task)[20:26])
 
 
 def test_training_step_reaches_the_constituent_attention(tiny_databin):

@@ -11,6 +11,7 @@ import torch
 from fairseq import options
 from helpers import (
     by_length,
+    check_beam_scores_equal_full_sequence_scores,
     check_encoder_batch_invariance,
     check_generation_batch_invariance,
     check_incremental_decoding,
@@ -131,6 +132,11 @@ def test_generation_is_batch_invariant(tiny, beam):
 def test_incremental_decoding_matches_full_forward(tiny):
     task, model = tiny
     check_incremental_decoding(task, model, by_length(task)[10:13])
+
+
+def test_beam_search_scores_equal_full_sequence_scores(tiny):
+    task, model = tiny
+    check_beam_scores_equal_full_sequence_scores(task, model, by_length(task)[20:26])
 
 
 def test_training_step_reaches_every_part(tiny_databin):

@@ -13,6 +13,7 @@ from fairseq import options
 from fairseq.modules import MultiheadAttention
 from helpers import (
     by_length,
+    check_beam_scores_equal_full_sequence_scores,
     check_generation_batch_invariance,
     cli_args,
     collate,
@@ -153,21 +154,7 @@ def test_incremental_decoding_matches_full_forward(tiny, monkeypatch):
 
 def test_beam_search_scores_equal_full_sequence_scores(tiny):
     task, model = tiny
-    batch = collate(task, by_length(task)[20:24])
-    hypos = generate(model, task, batch, beam=3)
-    eos = task.target_dictionary.eos()
-    checked = 0
-    with torch.no_grad():
-        for row, sentence_hypos in enumerate(hypos):
-            sentence = {k: v[row : row + 1] for k, v in batch["net_input"].items() if k != "prev_output_tokens"}
-            for hypo in sentence_hypos:
-                tokens = hypo["tokens"].unsqueeze(0)
-                prev = torch.cat([tokens.new_full((1, 1), eos), tokens[:, :-1]], dim=1)
-                logits = model(**sentence, prev_output_tokens=prev)[0]
-                scores = torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens.unsqueeze(-1)).view(-1)
-                torch.testing.assert_close(scores, hypo["positional_scores"], atol=1e-4, rtol=0)
-                checked += 1
-    assert checked == 4 * 3
+    check_beam_scores_equal_full_sequence_scores(task, model, by_length(task)[20:26])
 
 
 # Ablations and precision

@@ -5,8 +5,41 @@ What is particular to a method stays in its own module."""
 
 from typing import Optional
 
+import torch
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase, TransformerModelBase
+
+
+class SentenceRowsReorder:
+    """``reorder_encoder_out`` for a fairseq encoder whose output is larger than the
+    transformer's (chart cells, tree nodes): it copies the output only when a row moves to
+    another source sentence.
+
+    Beam search reorders the encoder output at every step, but the hypotheses of one sentence
+    share that sentence's encoder output, so while every row stays with its sentence (the usual
+    step) the reordered output equals the one already there. The encoder output carries
+    ``source_rows`` (empty: row b is sentence b; else one LongTensor, the sentence of each row);
+    fairseq's fields and the encoder's ``sentence_keys`` (tensors with the batch first) are
+    reordered only when that changes: the expansion to beam rows, a finished sentence leaving the
+    batch. Mix in before fairseq's encoder class."""
+
+    #: Entries of the encoder output, besides fairseq's, that hold one row per sentence (batch first).
+    sentence_keys: tuple[str, ...] = ()
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        rows = encoder_out.get("source_rows", [])
+        if rows:
+            current = rows[0]
+        else:
+            current = torch.arange(encoder_out["encoder_padding_mask"][0].size(0), device=new_order.device)
+        reordered_rows = current.index_select(0, new_order)
+        if reordered_rows.shape == current.shape and torch.equal(reordered_rows, current):
+            return encoder_out
+        reordered = super().reorder_encoder_out(encoder_out, new_order)
+        for key in self.sentence_keys:
+            reordered[key] = [tensor.index_select(0, new_order) for tensor in encoder_out[key]]
+        reordered["source_rows"] = [reordered_rows]
+        return reordered
 
 
 def build_embeddings(model_class, cfg, src_dict, tgt_dict):

@@ -58,7 +58,7 @@ from fairseq.models.transformer.transformer_legacy import (
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor, nn
 
-from tree_fairseq.models.common import TextSourceTransformerModel, tiny_defaults
+from tree_fairseq.models.common import SentenceRowsReorder, TextSourceTransformerModel, tiny_defaults
 from tree_fairseq.modules.constituent_attention import ConstituentAttention, ConstituentSelfAttention
 
 
@@ -114,13 +114,15 @@ class ConstituentTransformerEncoderLayer(TransformerEncoderLayerBase):
         return x, links
 
 
-class ConstituentTransformerEncoder(TransformerEncoderBase):
+class ConstituentTransformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
     """fairseq's transformer encoder (embeddings, positions, dropout, final layer norm) with
     :class:`ConstituentTransformerEncoderLayer` layers chained by their link probabilities.
 
     Its output is fairseq's encoder dictionary plus ``constituent_links``: ``a^l`` of every layer,
     ``(B, L, n - 1)``, 0 on links touching padding or EOS (the last token of each sentence).
     """
+
+    sentence_keys = ("constituent_links",)
 
     def build_encoder_layer(self, cfg):
         return ConstituentTransformerEncoderLayer(cfg)
@@ -160,11 +162,6 @@ class ConstituentTransformerEncoder(TransformerEncoderBase):
             "src_tokens": [],
             "src_lengths": [(~padding_mask).sum(dim=1, dtype=torch.int32).view(-1, 1)],
         }
-
-    def reorder_encoder_out(self, encoder_out, new_order):
-        reordered = super().reorder_encoder_out(encoder_out, new_order)
-        reordered["constituent_links"] = [encoder_out["constituent_links"][0].index_select(0, new_order)]
-        return reordered
 
 
 @register_model("constituent_transformer")

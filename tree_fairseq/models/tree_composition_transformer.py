@@ -39,7 +39,7 @@ from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
 from torch import Tensor, nn
 
-from tree_fairseq.models.common import TreeSourceTransformerModel, tiny_defaults
+from tree_fairseq.models.common import SentenceRowsReorder, TreeSourceTransformerModel, tiny_defaults
 from tree_fairseq.modules.tree_composition import TreeComposition, composition_schedule
 
 
@@ -61,13 +61,15 @@ class TreeCompositionTransformerConfig(TransformerConfig):
     )
 
 
-class TreeCompositionEncoder(TransformerEncoderBase):
+class TreeCompositionEncoder(SentenceRowsReorder, TransformerEncoderBase):
     """fairseq's transformer encoder over the leaves, then bottom-up composition passes.
 
     Its output is fairseq's encoder dictionary over ``[nodes; leaves]``: ``encoder_out``
     ``(m + n, B, C)``, ``encoder_padding_mask`` ``(B, m + n)``, plus ``src_node_padding_mask``
     ``(B, m)``; ``encoder_embedding`` and ``encoder_states`` are the leaves' (fairseq's layout).
     """
+
+    sentence_keys = ("src_node_padding_mask",)
 
     def __init__(self, cfg, dictionary, embed_tokens, embed_node_labels):
         super().__init__(cfg, dictionary, embed_tokens)
@@ -107,11 +109,6 @@ class TreeCompositionEncoder(TransformerEncoderBase):
             "src_lengths": [src_lengths.view(-1, 1)],
             "src_node_padding_mask": [src_node_padding_mask],  # (B, m)
         }
-
-    def reorder_encoder_out(self, encoder_out, new_order):
-        reordered = super().reorder_encoder_out(encoder_out, new_order)
-        reordered["src_node_padding_mask"] = [encoder_out["src_node_padding_mask"][0].index_select(0, new_order)]
-        return reordered
 
 
 @register_model("tree_composition_transformer")

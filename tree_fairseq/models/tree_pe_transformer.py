@@ -59,7 +59,12 @@ from fairseq.models.transformer import (
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
 from torch import Tensor, nn
 
-from tree_fairseq.models.common import ConfiguredTransformerModel, TreeSourceTransformerModel, tiny_defaults
+from tree_fairseq.models.common import (
+    ConfiguredTransformerModel,
+    SentenceRowsReorder,
+    TreeSourceTransformerModel,
+    tiny_defaults,
+)
 from tree_fairseq.modules.tree_positional_encoding import (
     FIRST_CHILD,
     NEXT_SIBLING,
@@ -103,13 +108,15 @@ def tree_positional_encoding(cfg, embed_dim: int) -> TreePositionalEncoding:
 # Reading a source tree
 
 
-class TreePEEncoder(TransformerEncoderBase):
+class TreePEEncoder(SentenceRowsReorder, TransformerEncoderBase):
     """fairseq's transformer encoder over ``[nodes; leaves]`` with tree positional encodings.
 
     Its output is fairseq's encoder dictionary over all items: ``encoder_out`` ``(m + n, B, C)``,
     ``encoder_padding_mask`` ``(B, m + n)``, plus ``src_node_padding_mask`` ``(B, m)`` (which says
     how many leading items are nodes). ``encoder_states`` have the layout of ``encoder_out``.
     """
+
+    sentence_keys = ("src_node_padding_mask",)
 
     def __init__(self, cfg, dictionary, embed_tokens, embed_node_labels):
         super().__init__(cfg, dictionary, embed_tokens)
@@ -159,11 +166,6 @@ class TreePEEncoder(TransformerEncoderBase):
             "src_lengths": [src_lengths.view(-1, 1)],
             "src_node_padding_mask": [src_node_padding_mask],  # (B, m)
         }
-
-    def reorder_encoder_out(self, encoder_out, new_order):
-        reordered = super().reorder_encoder_out(encoder_out, new_order)
-        reordered["src_node_padding_mask"] = [encoder_out["src_node_padding_mask"][0].index_select(0, new_order)]
-        return reordered
 
 
 @register_model("tree_pe_transformer")

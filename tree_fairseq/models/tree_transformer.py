@@ -56,7 +56,7 @@ from fairseq.models.transformer.transformer_legacy import (
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from torch import Tensor
 
-from tree_fairseq.models.common import TreeSourceTransformerModel, tiny_defaults
+from tree_fairseq.models.common import SentenceRowsReorder, TreeSourceTransformerModel, tiny_defaults
 from tree_fairseq.modules.hierarchical_accumulation import TreeStructure, build_tree_structure
 from tree_fairseq.modules.tree_attention import (
     TreeCrossAttention,
@@ -127,14 +127,14 @@ class TreeTransformerEncoderLayer(TransformerEncoderLayerBase):
         return x
 
 
-class TreeTransformerEncoder(TransformerEncoderBase):
+class TreeTransformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
     """The tree encoder (eqs. 12-20); fairseq's transformer encoder for embeddings, positions,
     dropout and the final layer norm.
 
     Its output is fairseq's encoder dictionary (``encoder_out`` holds the leaves, ``(n, B, C)``)
     plus ``tree_source`` (one :class:`TreeSource`: leaves, nodes and structure, one row per
-    source sentence, never reordered) and ``tree_rows`` (empty, or one LongTensor: the
-    ``tree_source`` row of each row of the reordered output).
+    source sentence, never reordered); ``source_rows`` (:class:`SentenceRowsReorder`) gives
+    the ``tree_source`` row of each row of a reordered output.
     """
 
     def __init__(self, cfg, dictionary, embed_tokens, embed_node_labels):
@@ -190,7 +190,6 @@ class TreeTransformerEncoder(TransformerEncoderBase):
             "encoder_out": [leaves_of(x)],  # (n, B, C)
             "encoder_padding_mask": [leaf_padding_mask],  # (B, n)
             "tree_source": [TreeSource(x[:, num_nodes:], x[:, :num_nodes], structure)],
-            "tree_rows": [],  # the identity
             "encoder_embedding": [leaf_embedding],  # (B, n, C)
             "encoder_states": encoder_states,  # list of (n, B, C)
             "src_tokens": [],
@@ -198,12 +197,10 @@ class TreeTransformerEncoder(TransformerEncoderBase):
         }
 
     def reorder_encoder_out(self, encoder_out, new_order):
-        """fairseq's fields are reordered; the tree source is not: only ``tree_rows``, so that
-        a beam step costs one index per hypothesis, not a copy of every tree tensor."""
+        """The tree source is never reordered, only ``source_rows``: a beam step costs one index
+        per hypothesis, not a copy of every tree tensor."""
         reordered = super().reorder_encoder_out(encoder_out, new_order)
-        rows = encoder_out["tree_rows"]
         reordered["tree_source"] = encoder_out["tree_source"]
-        reordered["tree_rows"] = [rows[0].index_select(0, new_order) if rows else new_order]
         return reordered
 
 
@@ -291,14 +288,14 @@ class TreeTransformerDecoder(TransformerDecoderBase):
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None, **kwargs):
         if encoder_out is not None:
-            rows = encoder_out["tree_rows"][0] if encoder_out["tree_rows"] else None
+            rows = encoder_out["source_rows"][0] if encoder_out.get("source_rows") else None
             if incremental_state is not None and rows is not None:
                 # A beam step that keeps every row on its sentence (the usual case) changes
                 # nothing for the cross-attention: hand the layers the rows they already have.
-                previous = self.get_incremental_state(incremental_state, "tree_rows")
+                previous = self.get_incremental_state(incremental_state, "source_rows")
                 if previous is not None and torch.equal(previous, rows):
                     rows = previous
-                self.set_incremental_state(incremental_state, "tree_rows", rows)
+                self.set_incremental_state(incremental_state, "source_rows", rows)
             # fairseq's layers hand encoder_out["encoder_out"][0] to their encoder attention as its key.
             key = TreeSourceRows(encoder_out["tree_source"][0], rows)
             encoder_out = {**encoder_out, "encoder_out": [key]}

@@ -38,7 +38,7 @@ from fairseq.models.transformer import (
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
 from torch import Tensor
 
-from tree_fairseq.models.common import TextSourceTransformerModel, tiny_defaults
+from tree_fairseq.models.common import SentenceRowsReorder, TextSourceTransformerModel, tiny_defaults
 from tree_fairseq.modules.treeformer_chart import TreeformerChart
 
 
@@ -56,7 +56,7 @@ class TreeformerConfig(TransformerConfig):
     )
 
 
-class TreeformerEncoder(TransformerEncoderBase):
+class TreeformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
     """fairseq's transformer encoder followed by a :class:`TreeformerChart`.
 
     Its output is fairseq's encoder dictionary whose ``encoder_out`` ``(n + H'·n, B, C)`` and
@@ -64,6 +64,8 @@ class TreeformerEncoder(TransformerEncoderBase):
     ``chart_padding_mask`` ``(B, H'·n)``. ``encoder_embedding`` and ``encoder_states`` are the
     tokens' only.
     """
+
+    sentence_keys = ("chart_padding_mask",)
 
     def __init__(self, cfg, dictionary, embed_tokens):
         super().__init__(cfg, dictionary, embed_tokens)
@@ -93,11 +95,6 @@ class TreeformerEncoder(TransformerEncoderBase):
             "encoder_padding_mask": [torch.cat([token_padding_mask, cell_padding_mask], dim=1)],
             "chart_padding_mask": [cell_padding_mask],
         }
-
-    def reorder_encoder_out(self, encoder_out, new_order):
-        reordered = super().reorder_encoder_out(encoder_out, new_order)
-        reordered["chart_padding_mask"] = [encoder_out["chart_padding_mask"][0].index_select(0, new_order)]
-        return reordered
 
 
 class TreeformerDecoder(TransformerDecoderBase):
