@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 from fairseq import options, tasks
+from fairseq.modules import MultiheadAttention
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq_cli import preprocess as fairseq_preprocess
 
@@ -221,6 +222,9 @@ def check_beam_scores_equal_full_sequence_scores(task, model, indices, beam=3):
     try:
         batch = collate(task, indices)
         hypos = generate(model, task, batch, beam)
+        # the cross-attention keeps its keys and values per sentence (SentenceCrossAttentionDecoder)
+        assert all(module.beam_size == beam for module in model.decoder.modules()
+                   if isinstance(module, MultiheadAttention) and module.encoder_decoder_attention)
         lengths = [len(sentence_hypos[0]["tokens"]) for sentence_hypos in hypos]
         assert len(set(lengths)) > 1, lengths
         checked = 0

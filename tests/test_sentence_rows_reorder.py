@@ -1,5 +1,7 @@
 """``SentenceRowsReorder``: beam search's reorders of the encoder output copy nothing while every
-row stays with its sentence, and give fairseq's reordered output whenever rows change sentence."""
+row stays with its sentence, and give fairseq's reordered output whenever rows change sentence.
+``SentenceCrossAttentionDecoder``: per-sentence keys and values only when each sentence's rows
+lie side by side (the generator's layout; beam search itself is checked in each model's tests)."""
 
 import pytest
 import torch
@@ -9,10 +11,13 @@ from helpers import build, by_length, collate
 from tree_fairseq.models.common import SentenceRowsReorder
 
 
-@pytest.mark.parametrize("arch", [
+ARCHS = [
     "tree_transformer_tiny", "treeformer_tiny", "constituent_transformer_tiny", "tree_pe_transformer_tiny",
     "tree_composition_transformer_tiny",
-])
+]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
 def test_reorder_copies_only_when_a_row_changes_sentence(tiny_databin, arch):
     task, model = build(tiny_databin, arch=arch)
     assert isinstance(model.encoder, SentenceRowsReorder)
@@ -40,3 +45,22 @@ def test_reorder_copies_only_when_a_row_changes_sentence(tiny_databin, arch):
                                    atol=0, rtol=0)
     assert across["source_rows"][0].tolist() == [2, 2, 0, 0, 1, 1]
     assert shrunk["source_rows"][0].tolist() == [0, 0, 1, 1]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_incremental_decoding_over_interleaved_rows(tiny_databin, arch):
+    """Rows [0, 1, 0, 1]: two hypotheses per sentence, but not side by side, so the keys and
+    values must stay per row; every step equals the full forward pass."""
+    task, model = build(tiny_databin, arch=arch)
+    net_input = collate(task, by_length(task)[-2:])["net_input"]
+    order = torch.tensor([0, 1, 0, 1])
+    rows = {k: v.index_select(0, order) for k, v in net_input.items()}
+    prev = rows["prev_output_tokens"]
+    with torch.no_grad():
+        full = model(**rows)[0]
+        encoder_out = model.encoder.reorder_encoder_out(model.encoder.forward_torchscript(net_input), order)
+        state = {}
+        for t in range(prev.size(1)):
+            step = model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)[0]
+            real = prev[:, t].ne(task.target_dictionary.pad())
+            torch.testing.assert_close(step[real, -1], full[real, t], atol=1e-5, rtol=1e-5)

@@ -42,6 +42,44 @@ class SentenceRowsReorder:
         return reordered
 
 
+class SentenceCrossAttentionDecoder(TransformerDecoderBase):
+    """fairseq's transformer decoder whose cross-attention, in beam search, projects and keeps the
+    encoder's keys and values once per source sentence instead of once per hypothesis: fairseq's
+    "beamable" encoder-decoder attention, which its own translation models leave off. The saving
+    grows with the encoder output, larger here than the transformer's (nodes, chart cells).
+
+    fairseq switches that mode on per module and for good (``set_beam_size``), which would break
+    a later full forward pass or search with another beam. Here the number of hypotheses per
+    sentence is read from the encoder output at the first step of a search (the ``source_rows``
+    of :class:`SentenceRowsReorder`: each sentence's rows side by side after the generator's
+    expansion), kept in that search's incremental state, and set on the cross-attention modules
+    at every call: 1 outside incremental decoding."""
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        beam = 1
+        if incremental_state is not None and encoder_out is not None:
+            beam = self._hypotheses_per_sentence(encoder_out, incremental_state)
+        for layer in self.layers:
+            if layer.encoder_attn is not None:
+                layer.encoder_attn.set_beam_size(beam)
+        return super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
+
+    def _hypotheses_per_sentence(self, encoder_out, incremental_state) -> int:
+        kept = self.get_incremental_state(incremental_state, "hypotheses_per_sentence")
+        if kept is not None:
+            return int(kept["beam"])
+        beam = 1
+        rows = encoder_out.get("source_rows", [])
+        if rows:
+            rows = rows[0]
+            beam = int(rows.eq(rows[0]).sum())
+            sentences = torch.arange(rows.numel() // beam, device=rows.device)
+            if rows.numel() % beam or not torch.equal(rows, sentences.repeat_interleave(beam)):
+                beam = 1
+        self.set_incremental_state(incremental_state, "hypotheses_per_sentence", {"beam": torch.tensor(beam)})
+        return beam
+
+
 def build_embeddings(model_class, cfg, src_dict, tgt_dict):
     """``(encoder embed_tokens, decoder embed_tokens)`` built by ``model_class.build_embedding``
     with fairseq's rules: ``--share-all-embeddings`` (a joined dictionary, equal dimensions) gives
@@ -81,7 +119,12 @@ class ConfiguredTransformerModel(TransformerModelBase):
 
 class TextSourceTransformerModel(ConfiguredTransformerModel):
     """A model that reads the source text only, for ``--task translation`` or
-    ``--task tree_translation``, whose tree keys ``forward`` accepts and ignores."""
+    ``--task tree_translation``, whose tree keys ``forward`` accepts and ignores. Its decoder is
+    a :class:`SentenceCrossAttentionDecoder` unless ``build_decoder`` says otherwise."""
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
+        return SentenceCrossAttentionDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
 
     def forward(
         self,
@@ -103,10 +146,10 @@ class TextSourceTransformerModel(ConfiguredTransformerModel):
         )
 
 
-class TreeSourceDecoder(TransformerDecoderBase):
-    """fairseq's transformer decoder over an encoder output of ``[nodes; leaves]`` items (with
-    ``src_node_padding_mask``). Cross-attention is fairseq's over all items; the attention weights
-    it hands back (``attn``, e.g. a hypothesis' ``attention``) are the leaf columns only, so that
+class TreeSourceDecoder(SentenceCrossAttentionDecoder):
+    """A :class:`SentenceCrossAttentionDecoder` over an encoder output of ``[nodes; leaves]``
+    items (with ``src_node_padding_mask``). Cross-attention is fairseq's over all items; the
+    attention weights it hands back (``attn``, e.g. a hypothesis' ``attention``) are the leaf columns only, so that
     they index source tokens as fairseq's alignment code expects."""
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):

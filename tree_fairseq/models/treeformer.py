@@ -32,13 +32,17 @@ import torch
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
-    TransformerDecoderBase,
     TransformerEncoderBase,
 )
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
 from torch import Tensor
 
-from tree_fairseq.models.common import SentenceRowsReorder, TextSourceTransformerModel, tiny_defaults
+from tree_fairseq.models.common import (
+    SentenceCrossAttentionDecoder,
+    SentenceRowsReorder,
+    TextSourceTransformerModel,
+    tiny_defaults,
+)
 from tree_fairseq.modules.treeformer_chart import TreeformerChart
 
 
@@ -97,9 +101,9 @@ class TreeformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
         }
 
 
-class TreeformerDecoder(TransformerDecoderBase):
-    """fairseq's transformer decoder over the tokens and chart cells; the attention weights it
-    returns cover the tokens only."""
+class TreeformerDecoder(SentenceCrossAttentionDecoder):
+    """A :class:`SentenceCrossAttentionDecoder` over the tokens and chart cells; the attention
+    weights it returns cover the tokens only."""
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None, **kwargs):
         x, extra = super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
