@@ -11,9 +11,9 @@ from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
 
 
 class SentenceRowsReorder:
-    """``reorder_encoder_out`` for a fairseq encoder whose output is larger than the
-    transformer's (chart cells, tree nodes): it copies the output only when a row moves to
-    another source sentence.
+    """``reorder_encoder_out`` for a fairseq encoder that copies the output only when a row
+    moves to another source sentence: worth most where the output is larger than the
+    transformer's (chart cells, tree nodes).
 
     Beam search reorders the encoder output at every step, but the hypotheses of one sentence
     share that sentence's encoder output, so while every row stays with its sentence (the usual
@@ -149,8 +149,8 @@ class TextSourceTransformerModel(ConfiguredTransformerModel):
 class TreeSourceDecoder(SentenceCrossAttentionDecoder):
     """A :class:`SentenceCrossAttentionDecoder` over an encoder output of ``[nodes; leaves]``
     items (with ``src_node_padding_mask``). Cross-attention is fairseq's over all items; the
-    attention weights it hands back (``attn``, e.g. a hypothesis' ``attention``) are the leaf columns only, so that
-    they index source tokens as fairseq's alignment code expects."""
+    attention weights it hands back (``attn``, e.g. a hypothesis' ``attention``) are the leaf
+    columns only, so that they index source tokens as fairseq's alignment code expects."""
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
         x, extra = super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
