@@ -288,14 +288,9 @@ class TreeTransformerDecoder(TransformerDecoderBase):
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None, **kwargs):
         if encoder_out is not None:
+            # A beam step that keeps every row on its sentence (the usual case) hands back the
+            # same source_rows tensor (SentenceRowsReorder), so the layers keep their gathering.
             rows = encoder_out["source_rows"][0] if encoder_out.get("source_rows") else None
-            if incremental_state is not None and rows is not None:
-                # A beam step that keeps every row on its sentence (the usual case) changes
-                # nothing for the cross-attention: hand the layers the rows they already have.
-                previous = self.get_incremental_state(incremental_state, "source_rows")
-                if previous is not None and torch.equal(previous, rows):
-                    rows = previous
-                self.set_incremental_state(incremental_state, "source_rows", rows)
             # fairseq's layers hand encoder_out["encoder_out"][0] to their encoder attention as its key.
             key = TreeSourceRows(encoder_out["tree_source"][0], rows)
             encoder_out = {**encoder_out, "encoder_out": [key]}
