@@ -169,6 +169,32 @@ link_local() {
     done
 }
 
+# check_text: every tokenised file has no line break inside a line (a lone CR would split the line
+# in every Python reader after this, one side only) and is valid UTF-8.
+check_text() {
+    local split lang files=()
+    for split in "${SPLITS[@]}"; do
+        for lang in "$SRC" "$TGT"; do files+=("$WORK/tok/$split.$lang"); done
+    done
+    run "${TEXT_TOOLS[@]}" check-text "${files[@]}"
+}
+
+# same_line_counts WHAT FILE...: stop unless the files have as many lines, so that no step has
+# shifted the sentence pairs.
+same_line_counts() {
+    local what=$1 file first=
+    shift
+    for file in "$@"; do
+        local count
+        count=$(wc -l < "$file")
+        if [[ -z $first ]]; then
+            first=$count
+        elif ((count != first)); then
+            die "$what: $file has $count lines, $1 has $first: the pairs no longer line up"
+        fi
+    done
+}
+
 # fingerprint FILE...: changes when a file does (size and mtime), to key steps on their input.
 fingerprint() {
     stat -L -c '%s:%.9Y' "$@" | tr '\n' ' '
@@ -233,13 +259,15 @@ binarize() {
 
 # The <seg> lines of an IWSLT xml file.
 iwslt_segments() {
-    grep '<seg id' "$1" | sed -e 's/<seg id="[0-9]*">\s*//g' -e 's/\s*<\/seg>\s*//g' -e "s/\’/\'/g"
+    grep '<seg id' "$1" | sed -e 's/<seg id="[0-9]*">\s*//g' -e 's/\s*<\/seg>\s*//g' -e "s/\’/\'/g" |
+        "${TEXT_TOOLS[@]}" one-line
 }
 
 # Train transcripts without their metadata lines and tags.
 iwslt_train_text() {
     grep -v -e '<url>' -e '<talkid>' -e '<keywords>' "$1" |
-        sed -e 's/<title>//g' -e 's/<\/title>//g' -e 's/<description>//g' -e 's/<\/description>//g'
+        sed -e 's/<title>//g' -e 's/<\/title>//g' -e 's/<description>//g' -e 's/<\/description>//g' |
+        "${TEXT_TOOLS[@]}" one-line
 }
 
 # tok/ may hold links to a --local directory of an earlier run: never write through them.
@@ -247,7 +275,7 @@ iwslt_tokenize_train() {
     local lang orig=$WORK/orig/$ARCHIVE
     rm -f "$WORK"/tok/{train,valid}.{$SRC,$TGT}
     for lang in "$SRC" "$TGT"; do
-        echo "    \$ (train.tags.$ARCHIVE.$lang without metadata) | sacremoses -l $lang tokenize > orig/train.tok.$lang"
+        echo "    \$ (train.tags.$ARCHIVE.$lang without metadata) | text_tools.py one-line | sacremoses -l $lang tokenize > orig/train.tok.$lang"
         iwslt_train_text "$orig/train.tags.$ARCHIVE.$lang" |
             sacremoses -l "$lang" -j "$THREADS" -q tokenize > "$WORK/orig/train.tok.$lang"
     done
@@ -272,7 +300,7 @@ iwslt_tokenize_xml() {
     shift
     rm -f "$WORK"/tok/"$split".{$SRC,$TGT}
     for lang in "$SRC" "$TGT"; do
-        echo "    \$ (<seg>s of $*, $lang) | sacremoses -l $lang tokenize | lowercase > tok/$split.$lang"
+        echo "    \$ (<seg>s of $*, $lang) | text_tools.py one-line | sacremoses -l $lang tokenize | lowercase > tok/$split.$lang"
         for stem in "$@"; do
             iwslt_segments "$WORK/orig/$ARCHIVE/$stem.$ARCHIVE.$lang.xml"
         done | sacremoses -l "$lang" -j "$THREADS" -q tokenize > "$WORK/orig/$split.tok.$lang"
@@ -304,10 +332,15 @@ prepare() {
     else
         download_and_tokenize
     fi
+    step check-text check_text -- "$(fingerprint "$WORK"/tok/*)"
+    for split in "${SPLITS[@]}"; do
+        same_line_counts "tokenised $split" "$WORK/tok/$split."{$SRC,$TGT}
+    done
     for lang in $(source_langs); do
         for split in "${SPLITS[@]}"; do
             step "parse-$split.$lang" parse_trees "$split" "$lang" -- "$PARSER" "$TREES_DIR" "$STANZA_DIR" \
                 "$(fingerprint "$WORK/tok/$split.$lang")"
+            same_line_counts "parsed $split" "$WORK/tok/$split.$lang" "$WORK/trees/$split.tree.$lang"
         done
     done
     step "learn-bpe" learn_bpe -- "$BPE" "$BPE_TOKENS" "$BPE_CODES" \
@@ -318,6 +351,7 @@ prepare() {
         for split in "${SPLITS[@]}"; do
             step "apply-bpe-$split.$lang" apply_bpe "$split" "$lang" -- "$BPE" \
                 "$(fingerprint "$model" "$WORK/tok/$split.$lang")"
+            same_line_counts "BPE'd $split" "$WORK/tok/$split.$lang" "$WORK/bpe/$split.$lang"
         done
     done
     for direction in $DIRECTIONS; do

@@ -44,10 +44,10 @@ tokenize_train() {
     local lang corpus
     rm -f "$WORK"/tok/{train,valid}.{$SRC,$TGT}
     for lang in "$SRC" "$TGT"; do
-        echo "    \$ cat ${CORPORA[*]/%/.$lang} | sacremoses -l $lang normalize -c tokenize -a > orig/train.tok.$lang"
+        echo "    \$ cat ${CORPORA[*]/%/.$lang} | text_tools.py one-line | sacremoses -l $lang normalize -c tokenize -a > orig/train.tok.$lang"
         for corpus in "${CORPORA[@]}"; do
             cat "$WORK/orig/$corpus.$lang"
-        done | sacremoses -l "$lang" -j "$THREADS" -q normalize -c tokenize -a > "$WORK/orig/train.tok.$lang"
+        done | "${TEXT_TOOLS[@]}" one-line | sacremoses -l "$lang" -j "$THREADS" -q normalize -c tokenize -a > "$WORK/orig/train.tok.$lang"
     done
     run "${TEXT_TOOLS[@]}" clean --src-in "$WORK/orig/train.tok.$SRC" --tgt-in "$WORK/orig/train.tok.$TGT" \
         --src-out "$WORK/orig/train.clean.$SRC" --tgt-out "$WORK/orig/train.clean.$TGT" \
@@ -65,10 +65,10 @@ tokenize_test() {
     for lang in "$SRC" "$TGT"; do
         side=ref
         [[ $lang != "$SRC" ]] || side=src
-        echo "    \$ (<seg>s of newstest2014-deen-$side.$lang.sgm) | sacremoses -l $lang tokenize -a > tok/test.$lang"
+        echo "    \$ (<seg>s of newstest2014-deen-$side.$lang.sgm) | text_tools.py one-line | sacremoses -l $lang tokenize -a > tok/test.$lang"
         grep '<seg id' "$WORK/orig/test-full/newstest2014-deen-$side.$lang.sgm" |
             sed -e 's/<seg id="[0-9]*">\s*//g' -e 's/\s*<\/seg>\s*//g' -e "s/\’/\'/g" |
-            sacremoses -l "$lang" -j "$THREADS" -q tokenize -a > "$WORK/tok/test.$lang"
+            "${TEXT_TOOLS[@]}" one-line | sacremoses -l "$lang" -j "$THREADS" -q tokenize -a > "$WORK/tok/test.$lang"
     done
 }
 

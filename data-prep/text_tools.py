@@ -11,8 +11,14 @@
 - ``spm-train`` / ``spm-encode``: sentencepiece on already tokenised text, with the identity
   normalisation so that the pieces of each line spell its tokens exactly (tree-fairseq-preprocess
   checks this against the trees).
+- ``one-line``: standard input to standard output with every character that Python's text reading
+  (and so sacremoses, subword-nmt, our own tools) takes for a line break, other than ``\\n``, made a
+  space: a lone CR inside a line of one side would otherwise split it there and shift every later
+  pair. Run before the first tool that reads lines.
+- ``check-text``: stops naming the file and line of such a character, or of invalid UTF-8.
 
-Every output is written to ``OUT.tmp`` and renamed when complete.
+Lines are lines ending in ``\\n`` only, for reading and writing. Every output is written to
+``OUT.tmp`` and renamed when complete.
 """
 
 import argparse
@@ -20,12 +26,23 @@ import os
 import sys
 
 MAX_TOKEN_CHARS = 1000
+#: Characters other than LF that str.splitlines() (Python's readers of text streams) breaks a line at.
+LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+AS_SPACES = str.maketrans({char: " " for char in LINE_BREAKS})
+
+
+def read_lines(path: str):
+    return open(path, encoding="utf-8", newline="\n")
+
+
+def write_lines(path: str):
+    return open(path, "w", encoding="utf-8", newline="\n")
 
 
 def clean(args) -> None:
     outputs = [args.src_out, args.tgt_out] + args.also[1::2]
-    inputs = [open(path, encoding="utf-8") for path in [args.src_in, args.tgt_in] + args.also[0::2]]
-    writers = [open(path + ".tmp", "w", encoding="utf-8") for path in outputs]
+    inputs = [read_lines(path) for path in [args.src_in, args.tgt_in] + args.also[0::2]]
+    writers = [write_lines(path + ".tmp") for path in outputs]
     kept = total = 0
     for lines in zip(*inputs, strict=True):
         total += 1
@@ -50,7 +67,7 @@ def clean(args) -> None:
 
 
 def lowercase(args) -> None:
-    with open(args.input, encoding="utf-8") as f, open(args.output + ".tmp", "w", encoding="utf-8") as out:
+    with read_lines(args.input) as f, write_lines(args.output + ".tmp") as out:
         for line in f:
             out.write(line.lower())
     os.replace(args.output + ".tmp", args.output)
@@ -73,10 +90,37 @@ def spm_encode(args) -> None:
     import sentencepiece as spm
 
     processor = spm.SentencePieceProcessor(model_file=args.model)
-    with open(args.input, encoding="utf-8") as f, open(args.output + ".tmp", "w", encoding="utf-8") as out:
+    with read_lines(args.input) as f, write_lines(args.output + ".tmp") as out:
         for line in f:
             out.write(" ".join(processor.encode(line.strip(), out_type=str)) + "\n")
     os.replace(args.output + ".tmp", args.output)
+
+
+def one_line(args) -> None:
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"standard input line {number}: invalid UTF-8 ({error.reason} at byte {error.start})")
+        sys.stdout.buffer.write(line.translate(AS_SPACES).encode("utf-8"))
+
+
+def check_text(args) -> None:
+    for path in map(os.path.realpath, args.files):  # tok/ may link to the user's files: name those
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise ValueError(f"{path}, line {number}: invalid UTF-8 ({error.reason} at byte {error.start})")
+                breaks = sorted({char for char in line if char in LINE_BREAKS})
+                if breaks:
+                    names = ", ".join(f"U+{ord(char):04X}" for char in breaks)
+                    raise ValueError(
+                        f"{path}, line {number}: {names} inside the line, which Python's readers (sacremoses, "
+                        "subword-nmt, fairseq) take for a line break, so this side would have more lines than "
+                        "the other; replace it by a space (data-prep/text_tools.py one-line < IN > OUT)"
+                    )
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -114,6 +158,13 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("input")
     p.add_argument("output")
     p.set_defaults(run=spm_encode)
+
+    p = commands.add_parser("one-line", help="stdin to stdout, every line break but LF made a space")
+    p.set_defaults(run=one_line)
+
+    p = commands.add_parser("check-text", help="stop at a line with a line break inside or invalid UTF-8")
+    p.add_argument("files", nargs="+")
+    p.set_defaults(run=check_text)
     return parser
 
 
@@ -123,7 +174,7 @@ def main(argv=None) -> None:
         sys.exit("text_tools.py clean: --also takes pairs IN OUT")
     try:
         args.run(args)
-    except ValueError as error:  # zip(strict=True): files of different lengths
+    except ValueError as error:  # zip(strict=True): files of different lengths; bad text
         sys.exit(f"text_tools.py {args.command}: error: {error}")
 
 

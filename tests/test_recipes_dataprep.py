@@ -33,11 +33,15 @@ def write_tokenised_corpus(directory: Path) -> None:
         (directory / f"{split}.en").write_text("".join(line + "\n" for line in target))
 
 
-def prepare(text: Path, work: Path):
-    result = subprocess.run(
+def run_prepare(text: Path, work: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
         ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--local", str(text), "--work", str(work),
          "--parser", "balanced", "--bpe-tokens", "30", "--directions", "de-en", "--workers", "1"],
         capture_output=True, text=True, env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+
+
+def prepare(text: Path, work: Path):
+    result = run_prepare(text, work)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     return [line[4:] for line in result.stdout.splitlines() if line.startswith("==> ")]
 
@@ -57,7 +61,7 @@ def prepared(tmp_path_factory):
 def test_recipe_runs_every_step_to_a_data_bin(prepared):
     root, steps = prepared
     names = [step for step in steps if not step.startswith(("skip", "done", "iwslt14"))]
-    assert names == ["text", "parse-train.de", "parse-valid.de", "parse-test.de", "learn-bpe",
+    assert names == ["text", "check-text", "parse-train.de", "parse-valid.de", "parse-test.de", "learn-bpe",
                      *[f"apply-bpe-{split}.{lang}" for lang in ("de", "en") for split in ("train", "valid", "test")],
                      "binarize-de-en"]
     databin = root / "work" / "data-bin" / "de-en"
@@ -78,7 +82,7 @@ def test_second_run_skips_every_step(prepared):
     steps = prepare(root / "text", root / "work")
     assert [step for step in steps if step.startswith("skip")] == [
         f"skip {name} (done)" for name in
-        ["text", "parse-train.de", "parse-valid.de", "parse-test.de", "learn-bpe",
+        ["text", "check-text", "parse-train.de", "parse-valid.de", "parse-test.de", "learn-bpe",
          *[f"apply-bpe-{split}.{lang}" for lang in ("de", "en") for split in ("train", "valid", "test")],
          "binarize-de-en"]]
     assert snapshot(databin) == before
@@ -93,3 +97,47 @@ def test_run_cut_short_redoes_only_the_unfinished_steps(prepared):
     steps = prepare(root / "text", work)
     assert [step for step in steps if not step.startswith(("skip", "done", "iwslt14"))] == ["binarize-de-en"]
     assert (work / "data-bin" / "de-en" / "train.de-en.de.bin").exists()
+
+
+def test_a_carriage_return_inside_a_line_stops_the_recipe_naming_file_and_line(tmp_path):
+    """Python's readers split a line at a lone CR: one side would gain a line and every later
+    pair would shift. The recipe stops before parsing, naming the file and line."""
+    write_tokenised_corpus(tmp_path / "text")
+    train = tmp_path / "text" / "train.de"
+    lines = train.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b" ", b"\r", 1)
+    train.write_bytes(b"\n".join(lines))
+    result = run_prepare(tmp_path / "text", tmp_path / "work")
+    assert result.returncode != 0
+    assert f"{train}, line 3: U+000D inside the line" in result.stderr
+    assert not list((tmp_path / "work" / "trees").iterdir())
+
+
+def text_tools(*args, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "data-prep" / "text_tools.py"), *args],
+                          input=stdin, capture_output=True)
+
+
+def test_one_line_makes_every_other_line_break_a_space():
+    result = text_tools("one-line", stdin="a\rb c\n\u2028d\x0be\n\u00e9\x85f\n".encode())
+    assert result.returncode == 0
+    assert result.stdout.decode() == "a b c\n d e\n\u00e9 f\n"
+
+
+def test_clean_and_lowercase_keep_lines_with_a_carriage_return_whole(tmp_path):
+    (tmp_path / "a").write_bytes(b"x\ry z\nA B\n")
+    (tmp_path / "b").write_bytes(b"p q r\nC D\n")
+    result = text_tools("clean", "--src-in", str(tmp_path / "a"), "--tgt-in", str(tmp_path / "b"),
+                        "--src-out", str(tmp_path / "a.out"), "--tgt-out", str(tmp_path / "b.out"), "--max", "10")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "a.out").read_bytes() == b"x y z\nA B\n"
+    assert (tmp_path / "b.out").read_bytes() == b"p q r\nC D\n"
+    assert text_tools("lowercase", str(tmp_path / "a"), str(tmp_path / "lc")).returncode == 0
+    assert (tmp_path / "lc").read_bytes() == b"x\ry z\na b\n"
+
+
+def test_check_text_names_invalid_utf8(tmp_path):
+    (tmp_path / "t").write_bytes(b"ok\nbad \xff byte\n")
+    result = text_tools("check-text", str(tmp_path / "t"))
+    assert result.returncode != 0
+    assert f"{tmp_path / 't'}, line 2: invalid UTF-8" in result.stderr.decode()
