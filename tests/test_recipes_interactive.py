@@ -1,8 +1,8 @@
 """Raw-text translation and checkpoint averaging with a tiny trained model: the trees made at
 inference (tree_fairseq.data.inference) equal those of the data-bin, scripts/train.sh trains,
 scripts/average_checkpoints.py averages two checkpoints, and fairseq-interactive on raw
-sentences (Moses tokenizer, subword-nmt BPE, balanced trees, batched) translates them as the
-data-bin's trees do."""
+sentences (Moses tokenizer, subword-nmt BPE, balanced trees, batched) and the hub interface's
+translate (``from_pretrained``) translate them as the data-bin's trees do."""
 
 import math
 import os
@@ -114,38 +114,73 @@ def test_average_of_two_checkpoints(tiny_databin, trained, averaged):
     assert type(models[0]).__name__ == "TreeTransformerModel"
 
 
-def test_interactive_translates_raw_sentences_like_the_data_bin(tiny_databin, averaged, tmp_path):
-    """fairseq-interactive gets the words of test sentences 0-2 (one batch), makes their trees and
-    must give the translations of the same sentences with their data-bin trees."""
+CHOSEN = [0, 1, 2]
+
+
+@pytest.fixture(scope="module")
+def expected_translations(tiny_databin, averaged):
+    """Test sentences 0-2 translated from their data-bin trees (beam 2): id -> (score in bits, text)."""
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(averaged)],
                                                                     arg_overrides={"data": str(tiny_databin)})
     task.load_dataset("test")
     dataset = task.dataset("test")
-    chosen = [0, 1, 2]
-    sample = dataset.collater([dataset[i] for i in chosen])
+    sample = dataset.collater([dataset[i] for i in CHOSEN])
     generator = task.build_generator(models, Namespace(beam=2, max_len_a=0, max_len_b=12))
     expected = {}
     for i, hypos in zip(sample["id"].tolist(), task.inference_step(generator, models, sample)):
         expected[i] = (hypos[0]["score"].item() / math.log(2),
                        task.target_dictionary.string(hypos[0]["tokens"], "subword_nmt"))
+    raw = [task.source_dictionary.string(dataset[i]["source"], "subword_nmt") for i in CHOSEN]
+    pieces = {i: task.source_dictionary.string(dataset[i]["source"]) for i in CHOSEN}
+    return expected, raw, pieces
 
-    codes = tmp_path / "codes"  # subword-nmt merges that split the corpus words into its syllables
+
+@pytest.fixture(scope="module")
+def bpe_codes(tmp_path_factory):
+    """subword-nmt merges that split the corpus words into its syllables."""
+    codes = tmp_path_factory.mktemp("codes") / "codes"
     codes.write_text("#version: 0.2\n" + "".join(f"{s[0]} {s[1]}\n{s[0]} {s[1]}</w>\n" for s in SYLLABLES))
+    return codes
+
+
+def test_interactive_translates_raw_sentences_like_the_data_bin(tiny_databin, averaged, expected_translations,
+                                                                bpe_codes, tmp_path):
+    """fairseq-interactive gets the words of test sentences 0-2 (one batch), makes their trees and
+    must give the translations of the same sentences with their data-bin trees."""
+    expected, raw_lines, pieces = expected_translations
     raw = tmp_path / "raw.txt"
-    raw.write_text("".join(task.source_dictionary.string(dataset[i]["source"], "subword_nmt") + "\n" for i in chosen))
+    raw.write_text("".join(line + "\n" for line in raw_lines))
     output = run([BIN / "fairseq-interactive", tiny_databin, "--user-dir", USER_DIR, "--task", "tree_translation",
                   "--path", averaged, "--source-lang", "de", "--target-lang", "en",
-                  "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", codes,
+                  "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", bpe_codes,
                   "--inference-parser", "balanced", "--buffer-size", "3", "--batch-size", "3", "--input", raw,
                   "--beam", "2", "--max-len-a", "0", "--max-len-b", "12", "--cpu"])
     sources = dict(re.findall(r"^S-(\d+)\t(.*)$", output, re.M))
     translations = {int(i): (float(score), text)  # D-: BPE removed and detokenised (a no-op on these words)
                     for i, score, text in re.findall(r"^D-(\d+)\t(\S+)\t(.*)$", output, re.M)}
-    assert sorted(translations) == chosen
-    for i in chosen:
-        assert sources[str(i)] == task.source_dictionary.string(dataset[i]["source"])  # the same BPE pieces
+    assert sorted(translations) == CHOSEN
+    for i in CHOSEN:
+        assert sources[str(i)] == pieces[i]  # the same BPE pieces
         assert translations[i][1] == expected[i][1]
         assert translations[i][0] == pytest.approx(expected[i][0], abs=1e-3)
+
+
+def test_hub_interface_translates_raw_sentences_like_the_data_bin(tiny_databin, averaged, expected_translations,
+                                                                  bpe_codes):
+    """The Python API of fairseq's models: from_pretrained gives fairseq's hub interface, whose
+    translate tokenises, applies BPE, parses with the task's --inference-parser and translates."""
+    from tree_fairseq.models.tree_transformer import TreeTransformerModel
+
+    expected, raw_lines, _ = expected_translations
+    hub = TreeTransformerModel.from_pretrained(
+        str(averaged.parent), checkpoint_file=averaged.name, data_name_or_path=str(tiny_databin),
+        source_lang="de", target_lang="en", tokenizer="moses", bpe="subword_nmt", bpe_codes=str(bpe_codes),
+        inference_parser="balanced",
+    )
+    assert type(hub).__name__ == "GeneratorHubInterface"
+    translations = hub.translate(raw_lines, beam=2, max_len_a=0, max_len_b=12)
+    assert translations == [expected[i][1] for i in CHOSEN]
+    assert hub.translate(raw_lines[1], beam=2, max_len_a=0, max_len_b=12) == expected[1][1]
 
 
 def test_attention_mass_and_tree_drawing(tiny_databin, averaged, tmp_path):
