@@ -134,3 +134,50 @@ def test_unseen_labels_in_valid_are_counted(tiny_corpus, tmp_path, capsys):
     assert "valid: 1 nodes have labels unseen in train, mapped to <unk>: {'NEWLABEL': 1}" in capsys.readouterr().out
     task = load_task(tmp_path / "bin")
     assert task.dataset("valid").node_labels[line].tolist()[-1] == task.node_dictionary.unk()  # the root
+
+
+def _preprocess_error(corpus, destdir, *extra) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        preprocess(corpus, destdir, *extra)
+    return str(exit_info.value.code)
+
+
+def test_a_failed_run_leaves_nothing_and_the_same_command_runs_again(tiny_corpus, tmp_path):
+    # test.de's last line no longer matches its tree: found after train and valid were written.
+    corpus = _broken_corpus(tiny_corpus, tmp_path, "test.de", 40, "zz yy")
+    assert "test.de:40: tree leaves do not match the tokens" in _preprocess_error(corpus, tmp_path / "out" / "bin")
+    assert list((tmp_path / "out").iterdir()) == []  # no data-bin, no staging folder
+    shutil.copy(tiny_corpus / "test.de", corpus / "test.de")
+    preprocess(corpus, tmp_path / "out" / "bin")
+    assert (tmp_path / "out" / "bin" / "dict.de.nodes.txt").exists()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["bin"]
+
+
+def test_an_empty_train_file_stops_before_anything_is_written(tiny_corpus, tmp_path):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(tiny_corpus, corpus)
+    for name in ("train.de", "train.en", "train.tree.de"):
+        (corpus / name).write_text("")
+    assert f"{corpus / 'train.de'} is empty" in _preprocess_error(corpus, tmp_path / "bin")
+    assert not (tmp_path / "bin").exists()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--srcdict", "{missing}"), "--srcdict {missing}: not a fairseq dictionary"),
+    (("--srcdict", "{corpus}/train.de", "--tgtdict", "{corpus}/train.de"),
+     "--joined-dictionary takes --srcdict or --tgtdict, not both"),
+    (("--dataset-impl", "huffman"), "--dataset-impl huffman is not supported"),
+])
+def test_option_errors_come_before_anything_is_written(tiny_corpus, tmp_path, extra, message):
+    values = {"missing": str(tmp_path / "no-such-dict.txt"), "corpus": str(tiny_corpus)}
+    extra = [arg.format(**values) for arg in extra]
+    assert message.format(**values) in _preprocess_error(tiny_corpus, tmp_path / "bin", *extra)
+    assert not (tmp_path / "bin").exists()
+
+
+def test_a_destination_holding_a_data_bin_is_named(tiny_corpus, tiny_databin, tmp_path):
+    destdir = tmp_path / "bin"
+    shutil.copytree(tiny_databin, destdir)
+    before = sorted(p.name for p in destdir.iterdir())
+    assert f"{destdir / 'dict.de.txt'} exists: --destdir holds a data-bin already" in _preprocess_error(tiny_corpus, destdir)
+    assert sorted(p.name for p in destdir.iterdir()) == before

@@ -7,15 +7,21 @@ The text part of --destdir is written by fairseq-preprocess itself, so the
 stock ``translation`` task trains on the same data-bin; the trees are added as
 the streams described in :mod:`tree_fairseq.data.tree_streams`.
 
-Every line is checked first: the three files must have the same number of
-lines, and the BPE pieces of each source line must spell that line's tree
-leaves. Any mismatch stops the run with the file and line.
+Every option and line is checked first: the dictionaries given must load, the
+destination must not hold another data-bin's dictionaries, the train split must
+not be empty, the three files of a split must have the same number of lines, and
+the BPE pieces of each source line must spell that line's tree leaves. Any
+mismatch stops the run with the file and line. Everything is written to a
+staging folder beside --destdir and moved there only when complete, so a run
+that fails leaves nothing behind and the same command can simply be run again.
 """
 
 import itertools
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from collections import Counter
 from multiprocessing import Pool
 
@@ -57,29 +63,76 @@ def main(argv=None):
                         level=logging.INFO, stream=sys.stdout, force=True)
     try:
         run(args)
-    except (TreeError, ValueError, FileNotFoundError) as error:
+    except (TreeError, ValueError, OSError) as error:
         sys.exit(f"tree-fairseq-preprocess: error: {error}")
 
 
 def run(args):
-    if not args.source_lang or not args.target_lang or args.only_source:
-        raise ValueError("--source-lang and --target-lang are required (and --only-source is not supported)")
     splits = _splits(args)
-    if not any(name == "train" for name, _ in splits) and not args.nodedict:
-        raise ValueError("without --trainpref, give the node-label dictionary with --nodedict")
+    _check_options(args, splits)
     for _, prefix in splits:
         _check_line_counts([f"{prefix}.{args.source_lang}", f"{prefix}.{args.target_lang}",
                             _tree_path(args, prefix)])
+    destdir = os.path.abspath(args.destdir)
+    os.makedirs(os.path.dirname(destdir), exist_ok=True)
+    stage = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.partial-", dir=os.path.dirname(destdir))
+    try:
+        args.destdir = stage
+        # Trees first: a bad tree stops the run before fairseq binarises the text.
+        node_dict = Dictionary.load(args.nodedict) if args.nodedict else Dictionary()
+        for name, prefix in splits:
+            _write_trees(args, name, prefix, node_dict, grow_dictionary=name == "train" and not args.nodedict)
+        node_dict.save(node_dictionary_path(stage, args.source_lang))
+        try:
+            fairseq_preprocess.main(args)
+        except AssertionError as error:  # fairseq checks some options by assert
+            raise ValueError(f"fairseq-preprocess: {error}") from None
+        os.makedirs(destdir, exist_ok=True)
+        for name in sorted(os.listdir(stage)):
+            os.replace(os.path.join(stage, name), os.path.join(destdir, name))
+    finally:
+        args.destdir = destdir
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _check_options(args, splits) -> None:
+    """Everything that would stop the run later, before anything is written."""
+    if not args.source_lang or not args.target_lang or args.only_source:
+        raise ValueError("--source-lang and --target-lang are required (and --only-source is not supported)")
+    if not splits:
+        raise ValueError("nothing to binarise: give --trainpref, --validpref or --testpref")
+    if not args.trainpref:
+        missing = [flag for flag, given in (("--nodedict", args.nodedict), ("--srcdict", args.srcdict),
+                                            ("--tgtdict", args.tgtdict or (args.joined_dictionary and args.srcdict)))
+                   if not given]
+        if missing:
+            raise ValueError(f"without --trainpref, give the dictionaries to use: {', '.join(missing)}")
+    if args.joined_dictionary and args.srcdict and args.tgtdict:
+        raise ValueError("--joined-dictionary takes --srcdict or --tgtdict, not both")
+    if args.dataset_impl == "huffman":
+        raise ValueError("--dataset-impl huffman is not supported by fairseq-preprocess")
+    for flag, path in (("--srcdict", args.srcdict), ("--tgtdict", args.tgtdict), ("--nodedict", args.nodedict)):
+        if path:
+            try:
+                Dictionary.load(path)
+            except (OSError, ValueError, UnicodeDecodeError) as error:
+                raise ValueError(f"{flag} {path}: not a fairseq dictionary ({error})") from None
+    for lang, given in ((args.source_lang, args.srcdict), (args.target_lang, args.tgtdict)):
+        existing = os.path.join(args.destdir, f"dict.{lang}.txt")
+        if not given and not (args.joined_dictionary and (args.srcdict or args.tgtdict)) and os.path.exists(existing):
+            raise ValueError(f"{existing} exists: --destdir holds a data-bin already; remove it, choose another "
+                             "--destdir, or reuse its dictionaries with --srcdict/--tgtdict/--nodedict")
     node_dict_path = node_dictionary_path(args.destdir, args.source_lang)
     if not args.nodedict and os.path.exists(node_dict_path):
-        raise FileExistsError(node_dict_path)
-    # Trees first: a bad tree stops the run before fairseq writes anything.
-    node_dict = Dictionary.load(args.nodedict) if args.nodedict else Dictionary()
-    os.makedirs(args.destdir, exist_ok=True)
-    for name, prefix in splits:
-        _write_trees(args, name, prefix, node_dict, grow_dictionary=name == "train" and not args.nodedict)
-    node_dict.save(node_dict_path)
-    fairseq_preprocess.main(args)
+        raise ValueError(f"{node_dict_path} exists: --destdir holds a data-bin already; remove it, choose another "
+                         "--destdir, or reuse its dictionaries with --srcdict/--tgtdict/--nodedict")
+    if os.path.exists(args.destdir) and not os.path.isdir(args.destdir):
+        raise ValueError(f"--destdir {args.destdir} is a file")
+    if args.trainpref:
+        for lang in (args.source_lang, args.target_lang):
+            path = f"{args.trainpref}.{lang}"
+            if os.path.exists(path) and _count_lines(path) == 0:
+                raise ValueError(f"{path} is empty: the train split needs sentences")
 
 
 def _splits(args) -> list[tuple[str, str]]:
