@@ -181,3 +181,34 @@ def test_a_destination_holding_a_data_bin_is_named(tiny_corpus, tiny_databin, tm
     before = sorted(p.name for p in destdir.iterdir())
     assert f"{destdir / 'dict.de.txt'} exists: --destdir holds a data-bin already" in _preprocess_error(tiny_corpus, destdir)
     assert sorted(p.name for p in destdir.iterdir()) == before
+
+
+def _corpus_with_valid_line(tiny_corpus, tmp_path, text, tree):
+    corpus = _broken_corpus(tiny_corpus, tmp_path, "valid.de", 2, text)
+    return _broken_corpus(corpus, tmp_path / "second", "valid.tree.de", 2, tree)
+
+
+def test_trees_over_other_tokens_stop_unless_allowed(tiny_corpus, tmp_path):
+    corpus = _corpus_with_valid_line(tiny_corpus, tmp_path, "ka@@ lo mi .", "(S (NP kalo) (VP mi.))")
+    message = _preprocess_error(corpus, tmp_path / "bin")
+    assert "valid.de:2: tree leaves are the same text in other tokens: leaf 2 is 'mi.' but token 2 is 'mi'" in message
+    preprocess(corpus, tmp_path / "bin", "--allow-retokenized-trees")
+    task = load_task(tmp_path / "bin")
+    spans = task.dataset("valid").node_spans[1].view(-1, 2).tolist()
+    assert [2, 3] not in spans and [0, 1] in spans  # the kalo pieces; "mi ." is no constituent
+
+
+def test_ptb_escapes_are_not_other_tokens(tiny_corpus, tmp_path):
+    corpus = _corpus_with_valid_line(tiny_corpus, tmp_path, "ka@@ lo ( mi )", "(S (NP kalo) (PRN -LRB- mi -RRB-))")
+    preprocess(corpus, tmp_path / "bin")
+
+
+def test_unicode_normal_forms_that_differ_are_named(tiny_corpus, tmp_path):
+    corpus = _corpus_with_valid_line(tiny_corpus, tmp_path, "caf\u00e9 mi", "(S (NP cafe\u0301) (VP mi))")
+    assert "differ only in their Unicode normal form (NFC vs NFD)" in _preprocess_error(corpus, tmp_path / "bin")
+
+
+def test_sentencepiece_text_needs_its_format(tiny_corpus, tmp_path):
+    corpus = _corpus_with_valid_line(tiny_corpus, tmp_path, "\u2581ka lo \u2581mi", "(S (NP \u2581ka) lo \u2581mi)")
+    assert "valid.de:2: a token starts with sentencepiece's \u2581: give --subword-format sentencepiece" in \
+        _preprocess_error(corpus, tmp_path / "bin")

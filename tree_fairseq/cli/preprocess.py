@@ -54,6 +54,10 @@ def get_parser():
                        help="how the source BPE marks word pieces: subword_nmt ('@@ ') "
                        "or sentencepiece ('\u2581')")
     group.add_argument("--nodedict", metavar="FP", help="reuse a node-label dictionary")
+    group.add_argument("--allow-retokenized-trees", action="store_true",
+                       help="accept trees whose leaves spell the text in other tokens (e.g. 'tag.' for 'tag .') "
+                       "and align them character by character, as tree-fairseq-parse --parser bracketed does; "
+                       "by default the leaves must be the text's words, PTB escapes aside")
     return parser
 
 
@@ -169,7 +173,8 @@ def _write_trees(args, split, prefix, node_dict, grow_dictionary):
     sentences = nodes = 0
     with open(text_path, encoding="utf-8") as text, open(tree_path, encoding="utf-8") as trees, \
             Pool(args.workers) as pool:
-        chunks = _chunks(zip(itertools.count(1), text, trees), text_path, tree_path, args.subword_format)
+        chunks = _chunks(zip(itertools.count(1), text, trees), text_path, tree_path, args.subword_format,
+                         args.allow_retokenized_trees)
         with tqdm(desc=f"trees {split}", unit="sent", total=_count_lines(text_path)) as bar:
             for results in pool.imap(_tree_chunk, chunks):
                 for labels, spans in results:
@@ -190,14 +195,14 @@ def _write_trees(args, split, prefix, node_dict, grow_dictionary):
                        f"{node_dict.unk_word}: {dict(unknown.most_common(10))}")
 
 
-def _chunks(numbered_lines, text_path, tree_path, subword_format):
+def _chunks(numbered_lines, text_path, tree_path, subword_format, retokenized):
     while chunk := list(itertools.islice(numbered_lines, _CHUNK_LINES)):
-        yield chunk, text_path, tree_path, subword_format
+        yield chunk, text_path, tree_path, subword_format, retokenized
 
 
 def _tree_chunk(job):
     """Worker: (labels, spans) of each line's tree over its BPE pieces."""
-    chunk, text_path, tree_path, subword_format = job
+    chunk, text_path, tree_path, subword_format, retokenized = job
     results = []
     for line_number, text_line, tree_line in chunk:
         try:
@@ -205,9 +210,12 @@ def _tree_chunk(job):
         except TreeError as error:
             raise located(error, tree_path, line_number) from None
         pieces = text_line.split()
+        if subword_format == "subword_nmt" and any(piece.startswith("\u2581") for piece in pieces):
+            raise located("a token starts with sentencepiece's \u2581: give --subword-format sentencepiece",
+                          text_path, line_number)
         words = [word for word, _, _ in group_pieces(pieces, subword_format)]
         try:
-            tree = expand_subwords(align(tree, words), pieces, subword_format)
+            tree = expand_subwords(align(tree, words, retokenized), pieces, subword_format)
         except TreeError as error:
             raise located(f"{error} (tree: {tree_path}:{line_number})", text_path, line_number) from None
         results.append(([node.label for node in tree.nodes], [(node.start, node.end) for node in tree.nodes]))

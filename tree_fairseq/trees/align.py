@@ -4,10 +4,14 @@ them. The corpus tokens win: the aligned tree has the corpus tokens as leaves.
 Tokens are compared in a canonical form that undoes Moses escapes
 (``&apos;``), PTB bracket and quote conventions (``-LRB-``, ````) and case.
 When the parser split or merged tokens, the two sides are matched character
-by character and node spans are moved to the corpus token boundaries.
+by character and node spans are moved to the corpus token boundaries; where
+trees must already be over the corpus tokens (tree-fairseq-preprocess), that
+re-tokenisation is an error instead. Text that differs only in its Unicode
+normal form (NFC vs NFD) is an error that says so.
 """
 
 import html
+import unicodedata
 
 from tree_fairseq.trees.bracketed import TreeError
 from tree_fairseq.trees.tree import Node, Tree
@@ -28,19 +32,30 @@ def canonical(token: str) -> str:
     return "".join(token.translate(_CHARACTER_FORMS).lower().split())
 
 
-def align(tree: Tree, tokens: list[str]) -> Tree:
+def align(tree: Tree, tokens: list[str], retokenized: bool = True) -> Tree:
     """The tree over ``tokens`` instead of its own leaves.
 
     Raises :class:`TreeError` when the leaves and the tokens do not spell the
-    same text.
+    same text, or, unless ``retokenized``, when they spell it in other tokens.
     """
     leaves = [canonical(leaf) for leaf in tree.leaves]
     words = [canonical(token) for token in tokens]
     if leaves == words:
         return Tree(tuple(tokens), tree.nodes)
     if "".join(leaves) != "".join(words):
+        if _nfc(leaves) == _nfc(words) or "".join(_nfc(leaves)) == "".join(_nfc(words)):
+            raise TreeError(
+                "tree leaves and tokens differ only in their Unicode normal form (NFC vs NFD): "
+                f"{_first_difference(tree.leaves, tokens)}; normalise the text and the trees the same way"
+            )
         raise TreeError(
             f"tree leaves do not match the tokens: {_first_difference(tree.leaves, tokens)}"
+        )
+    if not retokenized:
+        raise TreeError(
+            "tree leaves are the same text in other tokens: "
+            f"{_first_difference(tree.leaves, tokens)}; the trees must be over the corpus tokens "
+            "(tree-fairseq-parse writes them so), or allow re-tokenised trees explicitly"
         )
     first_token, last_token = _token_of_leaf(leaves, words)
     label_of_span: dict[tuple[int, int], str] = {}
@@ -53,6 +68,10 @@ def align(tree: Tree, tokens: list[str]) -> Tree:
     if len(tokens) >= 2:
         label_of_span.setdefault((0, len(tokens) - 1), tree.nodes[-1].label if tree.nodes else "ROOT")
     return Tree(tuple(tokens), tuple(Node(label, s, e) for (s, e), label in label_of_span.items()))
+
+
+def _nfc(tokens: list[str]) -> list[str]:
+    return [unicodedata.normalize("NFC", token) for token in tokens]
 
 
 def _cross(a: tuple[int, int], b: tuple[int, int]) -> bool:
