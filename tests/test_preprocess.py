@@ -212,3 +212,26 @@ def test_sentencepiece_text_needs_its_format(tiny_corpus, tmp_path):
     corpus = _corpus_with_valid_line(tiny_corpus, tmp_path, "\u2581ka lo \u2581mi", "(S (NP \u2581ka) lo \u2581mi)")
     assert "valid.de:2: a token starts with sentencepiece's \u2581: give --subword-format sentencepiece" in \
         _preprocess_error(corpus, tmp_path / "bin")
+
+
+def test_a_plain_fairseq_data_bin_says_to_run_tree_fairseq_preprocess(plain_databin):
+    with pytest.raises(FileNotFoundError, match="is not a tree data-bin .* make it with tree-fairseq-preprocess"):
+        load_task(plain_databin)
+
+
+@pytest.mark.parametrize("name", ["valid.de-en.de.spans.bin", "valid.de-en.de.nodes.bin"])
+def test_a_truncated_tree_stream_is_named(tiny_databin, tmp_path, name):
+    databin = tmp_path / "bin"
+    shutil.copytree(tiny_databin, databin)
+    with open(databin / name, "r+b") as f:
+        f.truncate(f.seek(0, 2) // 2)
+    with pytest.raises(ValueError, match=f"{databin / name} holds .* bytes but its index .* describes"):
+        load_task(databin)
+
+
+def test_a_model_without_trees_is_refused_by_the_tree_task_in_one_line(tiny_databin):
+    task = load_task(tiny_databin)
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(tiny_databin), "--task", "tree_translation", "--arch", "transformer"])
+    with pytest.raises(ValueError, match="--arch transformer reads no source trees .* --task translation"):
+        task.build_model(args)

@@ -3,12 +3,13 @@
 from tree_fairseq.data.tree_pair_dataset import TreePairDataset, collate_trees
 from tree_fairseq.data.tree_streams import (
     TreeStreamWriter,
+    load_node_dictionary,
     load_tree_streams,
     node_dictionary_path,
     tree_stream_prefix,
 )
 
 __all__ = [
-    "TreePairDataset", "TreeStreamWriter", "collate_trees", "load_tree_streams",
+    "TreePairDataset", "TreeStreamWriter", "collate_trees", "load_node_dictionary", "load_tree_streams",
     "node_dictionary_path", "tree_stream_prefix",
 ]

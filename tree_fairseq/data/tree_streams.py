@@ -10,10 +10,11 @@ Both are fairseq mmap indexed datasets.
 """
 
 import os
+from struct import error as struct_error
 
 import numpy as np
 import torch
-from fairseq.data import ConcatDataset, data_utils, indexed_dataset
+from fairseq.data import ConcatDataset, Dictionary, data_utils, indexed_dataset
 
 NODES = "nodes"
 SPANS = "spans"
@@ -25,6 +26,17 @@ def tree_stream_prefix(data_dir: str, split: str, src: str, tgt: str) -> str:
 
 def node_dictionary_path(data_dir: str, src: str) -> str:
     return os.path.join(data_dir, f"dict.{src}.{NODES}.txt")
+
+
+def load_node_dictionary(data_dir: str, src: str) -> Dictionary:
+    """The node-label dictionary of a tree data-bin; a plain fairseq data-bin is named as such."""
+    path = node_dictionary_path(data_dir, src)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{path} is missing: {data_dir} is not a tree data-bin (no source trees for --source-lang {src}); "
+            "make it with tree-fairseq-preprocess, whose text part is fairseq-preprocess's own"
+        )
+    return Dictionary.load(path)
 
 
 class TreeStreamWriter:
@@ -60,11 +72,31 @@ def load_tree_streams(data_dir, split, src, tgt, combine=False, upsample_primary
                     "(make the data-bin with tree-fairseq-preprocess)"
                 )
             break
-        labels.append(data_utils.load_indexed_dataset(prefix + NODES, None, "mmap"))
-        spans.append(data_utils.load_indexed_dataset(prefix + SPANS, None, "mmap"))
+        labels.append(_load_stream(prefix + NODES))
+        spans.append(_load_stream(prefix + SPANS))
         if not combine:
             break
     if len(labels) == 1:
         return labels[0], spans[0]
     ratios = [upsample_primary] + [1] * (len(labels) - 1)
     return ConcatDataset(labels, ratios), ConcatDataset(spans, ratios)
+
+
+def _load_stream(path: str):
+    """One stream, checked against its index: a truncated or replaced ``.bin`` (a copy cut short)
+    is named instead of failing later inside numpy."""
+    data_file, index_file = indexed_dataset.data_file_path(path), indexed_dataset.index_file_path(path)
+    if not os.path.exists(data_file):
+        raise FileNotFoundError(f"{data_file} is missing (its index {index_file} is there): make the data-bin "
+                                "again with tree-fairseq-preprocess")
+    try:
+        dataset = data_utils.load_indexed_dataset(path, None, "mmap")
+        expected = int(np.sum(dataset.sizes, dtype=np.int64)) * np.dtype(dataset._index.dtype).itemsize
+    except (ValueError, OSError, struct_error) as error:
+        raise ValueError(f"{index_file} cannot be read ({error}): make the data-bin again with "
+                         "tree-fairseq-preprocess") from None
+    if os.path.getsize(data_file) != expected:
+        raise ValueError(f"{data_file} holds {os.path.getsize(data_file)} bytes but its index {index_file} "
+                         f"describes {expected}: the file is truncated or from another run; make the data-bin "
+                         "again with tree-fairseq-preprocess")
+    return dataset

@@ -1,6 +1,7 @@
 """The ``tree_translation`` task: fairseq's translation task whose source
 sentences carry trees (batch layout: :mod:`tree_fairseq.data.tree_pair_dataset`)."""
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -10,7 +11,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from tree_fairseq.data import TreePairDataset, load_tree_streams, node_dictionary_path
+from tree_fairseq.data import TreePairDataset, load_node_dictionary, load_tree_streams
 from tree_fairseq.data.inference import INFERENCE_PARSERS, InferenceTrees
 from tree_fairseq.trees import SUBWORD_FORMATS
 
@@ -44,7 +45,7 @@ class TreeTranslationTask(TranslationTask):
             raise ValueError("--truncate-source would cut leaves out from under their node spans; "
                              "long sentences are skipped by --max-source-positions instead")
         data_dir = utils.split_paths(cfg.data)[0]
-        self.node_dict = Dictionary.load(node_dictionary_path(data_dir, cfg.source_lang))
+        self.node_dict = load_node_dictionary(data_dir, cfg.source_lang)
         self.inference_trees = InferenceTrees(
             src_dict, self.node_dict, str(cfg.inference_parser), subword_format=str(cfg.subword_format),
             lang=cfg.source_lang, parser_model_dir=cfg.inference_parser_model_dir,
@@ -54,6 +55,16 @@ class TreeTranslationTask(TranslationTask):
     def node_dictionary(self) -> Dictionary:
         """Node labels; never part of the target vocabulary."""
         return self.node_dict
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        if "src_node_labels" not in inspect.signature(model.forward).parameters:
+            raise ValueError(
+                f"--arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} reads no source trees and "
+                "cannot take a tree_translation batch: train it with --task translation on the same data-bin "
+                "(its text part is fairseq-preprocess's own)"
+            )
+        return model
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
