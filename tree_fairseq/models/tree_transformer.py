@@ -50,8 +50,8 @@ from fairseq.models.transformer import (
 from fairseq.models.transformer.transformer_legacy import (
     base_architecture,
     transformer_iwslt_de_en,
+    transformer_vaswani_wmt_en_de_big,
     transformer_wmt_en_de,
-    transformer_wmt_en_de_big,
 )
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from torch import Tensor
@@ -320,12 +320,13 @@ class TreeTransformerModel(TreeSourceTransformerModel):
         return decoder_class(cfg, tgt_dict, embed_tokens)
 
 
-# Architectures: fairseq's transformer of the same name, plus the tree options' defaults.
+# Architectures: fairseq's transformer of the same size, plus the tree options' defaults and the
+# paper's settings (section 5.1, appendix 7.4).
 
 
 @register_model_architecture("tree_transformer", "tree_transformer")
 def tree_transformer(args):
-    args.hier_embed_size = getattr(args, "hier_embed_size", 100)
+    args.hier_embed_size = getattr(args, "hier_embed_size", 100)  # |E| = 100 (appendix 7.4)
     args.no_hier_embed = getattr(args, "no_hier_embed", False)
     args.no_subtree_mask = getattr(args, "no_subtree_mask", False)
     args.no_tree_cross_attention = getattr(args, "no_tree_cross_attention", False)
@@ -334,19 +335,26 @@ def tree_transformer(args):
 
 @register_model_architecture("tree_transformer", "tree_transformer_iwslt_de_en")
 def tree_transformer_iwslt_de_en(args):
-    transformer_iwslt_de_en(args)  # 512 / ffn 1024 / 4 heads, 6 + 6 layers
+    """IWSLT (appendix 7.4): d = 512, d_ffn = 1024, dropout 0.3; 4 heads and 6 + 6 layers as
+    fairseq's transformer_iwslt_de_en (the paper gives neither)."""
+    args.dropout = getattr(args, "dropout", 0.3)
+    transformer_iwslt_de_en(args)  # 512 / ffn 1024 / 4 heads, 6 + 6 layers, attention dropout 0
     tree_transformer(args)
 
 
 @register_model_architecture("tree_transformer", "tree_transformer_wmt_en_de")
 def tree_transformer_wmt_en_de(args):
-    transformer_wmt_en_de(args)  # 512 / ffn 2048 / 8 heads
+    """WMT base (appendix 7.4): d = 512, d_ffn = 2048, dropout 0.1; 8 heads, 6 + 6 layers."""
+    transformer_wmt_en_de(args)  # 512 / ffn 2048 / 8 heads, dropout 0.1, attention dropout 0
     tree_transformer(args)
 
 
 @register_model_architecture("tree_transformer", "tree_transformer_wmt_en_de_big")
 def tree_transformer_wmt_en_de_big(args):
-    transformer_wmt_en_de_big(args)  # 1024 / ffn 4096 / 16 heads, dropout 0.3, attention dropout 0.1
+    """WMT big (section 5.1): d = 1024; the rest as the big model of Ott et al. (2018), whose
+    settings the paper replicates: fairseq's transformer_vaswani_wmt_en_de_big, ffn 4096, 16
+    heads, dropout 0.3, no attention dropout (fairseq's transformer_wmt_en_de_big adds 0.1)."""
+    transformer_vaswani_wmt_en_de_big(args)  # 1024 / ffn 4096 / 16 heads, dropout 0.3
     tree_transformer(args)
 
 
