@@ -4,7 +4,9 @@ them. The corpus tokens win: the aligned tree has the corpus tokens as leaves.
 Tokens are compared in a canonical form that undoes Moses escapes
 (``&apos;``), PTB bracket and quote conventions (``-LRB-``, ````) and case.
 When the parser split or merged tokens, the two sides are matched character
-by character and node spans are moved to the corpus token boundaries.
+by character and node spans are moved to the corpus token boundaries; a
+token's tag (part of speech) is then that of the first leaf that shares a
+character with it (``don't`` parsed as ``do n't`` gets the tag of ``do``).
 """
 
 import html
@@ -37,7 +39,7 @@ def align(tree: Tree, tokens: list[str]) -> Tree:
     leaves = [canonical(leaf) for leaf in tree.leaves]
     words = [canonical(token) for token in tokens]
     if leaves == words:
-        return Tree(tuple(tokens), tree.nodes)
+        return Tree(tuple(tokens), tree.nodes, tree.tags)
     if "".join(leaves) != "".join(words):
         raise TreeError(
             f"tree leaves do not match the tokens: {_first_difference(tree.leaves, tokens)}"
@@ -52,7 +54,20 @@ def align(tree: Tree, tokens: list[str]) -> Tree:
             label_of_span.setdefault(span, node.label)
     if len(tokens) >= 2:
         label_of_span.setdefault((0, len(tokens) - 1), tree.nodes[-1].label if tree.nodes else "ROOT")
-    return Tree(tuple(tokens), tuple(Node(label, s, e) for (s, e), label in label_of_span.items()))
+    nodes = tuple(Node(label, s, e) for (s, e), label in label_of_span.items())
+    return Tree(tuple(tokens), nodes, _token_tags(tree.tags, first_token, last_token, len(tokens)))
+
+
+def _token_tags(tags, first_token, last_token, num_tokens):
+    """The tag of each token: that of the first leaf over it (None without tags)."""
+    if tags is None:
+        return None
+    token_tags: list[str | None] = [None] * num_tokens
+    for tag, first, last in zip(tags, first_token, last_token):
+        for token in range(first, last + 1):
+            if token_tags[token] is None:
+                token_tags[token] = tag
+    return None if None in token_tags else tuple(token_tags)
 
 
 def _cross(a: tuple[int, int], b: tuple[int, int]) -> bool:
