@@ -44,6 +44,7 @@ def test_options_are_in_the_model_help():
     TreeTransformerModel.add_args(parser)
     text = parser.format_help()
     for flag in ("--hier-embed-size", "--no-hier-embed", "--no-subtree-mask", "--no-tree-cross-attention",
+                 "--leaf-weight-per-head",
                  "--share-all-embeddings", "--share-decoder-input-output-embed", "--encoder-normalize-before"):
         assert flag in text
 
@@ -69,8 +70,8 @@ def test_architectures_set_defaults(tiny_databin, arch, baseline, dims):
         dims[0], dims[1], dims[2])
     assert (args.activation_dropout, args.encoder_normalize_before, args.decoder_normalize_before) == (
         0.0, False, False)
-    assert (args.hier_embed_size, args.no_hier_embed, args.no_subtree_mask, args.no_tree_cross_attention) == (
-        100, False, False, False)
+    assert (args.hier_embed_size, args.no_hier_embed, args.no_subtree_mask, args.no_tree_cross_attention,
+            args.leaf_weight_per_head) == (100, False, False, False, False)
     if baseline is not None:  # the baseline twin in configs/ has the same sizes (its dropout is set there)
         baseline_args = options.parse_args_and_arch(
             options.get_training_parser(), [str(tiny_databin), "--arch", baseline])
@@ -88,6 +89,23 @@ def test_node_labels_have_their_own_table(tiny):
     tables = {id(model.encoder.embed_tokens), id(model.decoder.embed_tokens)}
     assert id(model.encoder.embed_node_labels) not in tables
     assert model.encoder.layers[0].self_attn.hierarchical_embedding.vertical.size(0) == 100
+
+
+def test_leaf_weights_are_shared_by_the_heads_unless_asked(tiny_databin, tiny):
+    # w = L·u with u ∈ R^d (eqs. 16, 23): one vector per attention module, for all its heads
+    _, model = tiny
+    for layer in model.encoder.layers:
+        assert layer.self_attn.leaf_weight.weight.shape == (1, 32)
+    for layer in model.decoder.layers:
+        assert layer.encoder_attn.leaf_weight.weight.shape == (1, 32)
+    _, model = build(tiny_databin, "--leaf-weight-per-head")
+    assert model.encoder.layers[0].self_attn.leaf_weight.weight.shape == (4, 32)
+    assert model.decoder.layers[0].encoder_attn.leaf_weight.weight.shape == (4, 32)
+    # a checkpoint with one u per head (the default before) loads into the default model
+    _, shared = build(tiny_databin, seed=5)
+    shared.load_state_dict(model.state_dict())
+    assert shared.decoder.layers[1].encoder_attn.leaf_weight.weight.shape == (4, 32)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), shared.state_dict().values()))
 
 
 def test_embedding_sharing_flags(tiny_databin):

@@ -23,7 +23,8 @@ with ``--no-subtree-mask``.
 
 Choices the paper leaves open, made here:
 
-- leaf weights ``w = L·u`` (eqs. 16, 23): one ``u`` per head, as in the modules;
+- leaf weights ``w = L·u`` (eqs. 16, 23): one ``u ∈ R^d`` per attention module, shared by its
+  heads as printed (``--leaf-weight-per-head``: one per head);
 - hierarchical embeddings (eq. 9): every attention module, encoder and decoder, owns its tables
   (``--hier-embed-size`` rows each, ``d_head / 2`` wide, shared by the heads of that module). They
   are added to values projected by that layer's own ``W^V``, so a table shared across layers would
@@ -89,6 +90,11 @@ class TreeTransformerConfig(TransformerConfig):
         metadata={"help": "the decoder attends to the encoder's leaves with fairseq's attention instead of "
                           "the tree cross-attention over nodes and leaves (eqs. 21-24)"},
     )
+    leaf_weight_per_head: bool = field(
+        default=False,
+        metadata={"help": "one leaf-weight vector u per attention head (w = L·u, eqs. 16, 23) instead of the "
+                          "printed u ∈ R^d shared by the heads"},
+    )
 
 
 class TreeTransformerEncoderLayer(TransformerEncoderLayerBase):
@@ -103,6 +109,7 @@ class TreeTransformerEncoderLayer(TransformerEncoderLayerBase):
             dropout=cfg.attention_dropout,
             hierarchical_embeddings=not cfg.no_hier_embed,
             num_hierarchical_embeddings=cfg.hier_embed_size,
+            leaf_weight_per_head=cfg.leaf_weight_per_head,
         )
 
     def forward(self, x: Tensor, structure: TreeStructure, attn_mask: Tensor | None = None) -> Tensor:
@@ -277,6 +284,7 @@ class TreeTransformerDecoderLayer(TransformerDecoderLayerBase):
             dropout=cfg.attention_dropout,
             hierarchical_embeddings=not cfg.no_hier_embed,
             num_hierarchical_embeddings=cfg.hier_embed_size,
+            leaf_weight_per_head=cfg.leaf_weight_per_head,
         )
 
 
@@ -330,6 +338,7 @@ def tree_transformer(args):
     args.no_hier_embed = getattr(args, "no_hier_embed", False)
     args.no_subtree_mask = getattr(args, "no_subtree_mask", False)
     args.no_tree_cross_attention = getattr(args, "no_tree_cross_attention", False)
+    args.leaf_weight_per_head = getattr(args, "leaf_weight_per_head", False)
     base_architecture(args)
 
 

@@ -6,7 +6,7 @@ upwards (``U``, eq. 6) and takes a weighted mean over the branches of each node 
 optionally after adding hierarchical embeddings ``E`` (eqs. 9-10). All three steps are linear.
 With membership ``M[i, j] = [leaf j in span(i)]``, containment ``K[i, t] = [span(t) ⊆ span(i)]``,
 ``|C^i_j| = 1 + (K·M)[i, j]`` (the leaf and the nodes on the branch) and the per-sentence
-``A[i, j] = M[i, j] / (|C^i_j| · |L ∩ R(i)|)``, node i's value per head is (DESIGN.md section 3)
+``A[i, j] = M[i, j] / (|C^i_j| · |L ∩ R(i)|)``, node i's value per head is
 
     N̄'_i = Σ_j A[i, j] w_j (l_j + Σ_{t on the branch i -> j} n_t) + (embedding terms).
 
@@ -35,8 +35,9 @@ Choices the paper leaves open, made here:
   ``|H^t_j| = j - start(t) + 1``. Indices start at 1; an index past the table's size uses its
   last row (the paper does not bound them).
 - ``w = L·u`` (eqs. 16, 23) is a linear function of the layer input, unnormalised and without
-  bias. With several heads each head has its own ``u`` (one scalar per leaf and head), so
-  ``leaf_weights`` is ``(B, H, n)``; the caller computes it.
+  bias; the caller computes it. ``leaf_weights`` is ``(B, H, n)``: the printed ``u ∈ R^d`` gives
+  every head the same weights (an expanded ``(B, 1, n)``), one ``u`` per head (an option of the
+  attention modules) different ones.
 - The embedding tables are ``d_head/2`` wide and shared by all heads, as the paper says. The
   paper does not say whether layers share them: each attention module owns one
   :class:`HierarchicalEmbedding` unless it is given one to share.
