@@ -1,7 +1,7 @@
 """The Tree Transformer of Nguyen et al. (ICLR 2020, "Tree-structured Attention with Hierarchical
 Accumulation", arXiv 2002.08046): the fairseq wiring of :mod:`tree_fairseq.modules.tree_attention`.
 
-Encoder (section 4.3, eqs. 12-20). The leaves are the source tokens, embedded as in fairseq's
+Encoder (section 4.4, eqs. 12-20). The leaves are the source tokens, embedded as in fairseq's
 transformer (scaled token embeddings plus positional embeddings); the nodes are the node labels,
 embedded with their own table (the task's node dictionary, never the target vocabulary), scaled,
 without position. Each layer is ``φ`` of eqs. 19-20 over the sequence ``[N; L]``: tree

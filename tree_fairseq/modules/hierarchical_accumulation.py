@@ -25,10 +25,13 @@ node i, so the products and the difference are computed in (at least) float32, a
 
 Choices the paper leaves open, made here:
 
+- Eq. 5 puts node t in row t + 1 of ``S`` (row 1 holds the leaves), but eqs. 6 and 9 name the
+  node rows by the node's own index (``S_{t,j}`` for ``x^N_t ∈ R(x^N_i)``, ``E_{i,j}`` for
+  ``x^N_i``); both are read as the row of node t (i), so that every node gets its own entries.
 - ``C^i_j`` (eq. 6) is the branch from node i down to leaf j: the leaf plus the nodes on that
-  path, both ends included. Read literally, eq. 6 also lists the (zero) entries of nodes of
-  R(i) that do not contain leaf j; the text ("the branch that starts with x_i and ends with x_j")
-  and Figure 1 exclude them.
+  path, both ends included, so ``|C^i_j|`` counts the leaf. Read literally, eq. 6 also lists the
+  (zero) entries of nodes of R(i) that do not contain leaf j; the text ("the branch that starts
+  with x_i and ends with x_j") and Figure 1 exclude them.
 - Eq. 9 indexes ``E`` by the rows of ``S`` (row 1 = leaves): the embedding of the cell of node t
   and leaf j is ``[e^v_{|V^t_j|}; e^h_{|H^t_j|}]`` with ``|V^t_j|`` the number of nodes on the
   path from leaf j up to t (t included, so 1 for the lowest node above the leaf) and
