@@ -5,8 +5,8 @@
 # their XML, Moses-tokenised (sacremoses, escaping on), train cleaned (1-175 tokens, length ratio
 # <= 1.5), lowercased; valid = dev2010, test = tst2010 (edit VALID_SETS / TEST_SETS below for
 # other sets of the archive). Then the source side of each direction is parsed
-# (tree-fairseq-parse), BPE is learnt jointly on train (10k merges) and tree-fairseq-preprocess
-# binarises each direction.
+# (tree-fairseq-parse), BPE is learnt jointly on train (32k merges, as Nguyen et al. 2020, appendix
+# 7.4) and tree-fairseq-preprocess binarises each direction.
 #
 #   bash data-prep/prepare-iwslt13-en-fr.sh                 # download (needs the network)
 #   bash data-prep/prepare-iwslt13-en-fr.sh --local DIR --parser balanced
@@ -20,7 +20,7 @@ SRC=en
 TGT=fr
 SPLITS=(train valid test)
 DIRECTIONS="en-fr fr-en"
-BPE_TOKENS=10000
+BPE_TOKENS=32000
 # WIT3's 2013 release (https://wit3.fbk.eu/2013-01); when the address moves, put en-fr.tgz into
 # WORK/orig/ by hand.
 URL=https://wit3.fbk.eu/archive/2013-01/texts/en/fr/en-fr.tgz

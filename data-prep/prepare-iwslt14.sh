@@ -5,7 +5,8 @@
 # their XML, Moses-tokenised (sacremoses, escaping on), train cleaned (1-175 tokens, length ratio
 # <= 1.5), lowercased; valid = every 23rd train pair, test = dev2010 + dev2012 + tst2010-2012.
 # Then the source side of each direction is parsed (tree-fairseq-parse), BPE is learnt jointly on
-# train (10k merges) and applied, and tree-fairseq-preprocess binarises each direction.
+# train (32k merges, as Nguyen et al. 2020, appendix 7.4) and applied, and tree-fairseq-preprocess
+# binarises each direction.
 #
 #   bash data-prep/prepare-iwslt14.sh                       # download (needs the network)
 #   bash data-prep/prepare-iwslt14.sh --local DIR --parser balanced --bpe-codes DIR/bpe.codes
@@ -19,7 +20,7 @@ SRC=de
 TGT=en
 SPLITS=(train valid test)
 DIRECTIONS="de-en en-de"
-BPE_TOKENS=10000
+BPE_TOKENS=32000
 URL=http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz
 
 

@@ -7,8 +7,8 @@
 # sentence is parsed only to be dropped: the pairs are cleaned (1-250 tokens, length ratio <= 1.5)
 # on the tokenised words, before parsing and BPE, where fairseq cleans the BPE pieces; valid is
 # then every 100th pair of the cleaned train. The English side is parsed (tree-fairseq-parse;
-# about 4.5M sentences: run stanza on a GPU), BPE is learnt jointly (40k merges) and
-# tree-fairseq-preprocess binarises with one dictionary.
+# about 4.5M sentences: run stanza on a GPU), BPE is learnt jointly (32k merges, as
+# Nguyen et al. 2020, appendix 7.4) and tree-fairseq-preprocess binarises with one dictionary.
 #
 #   bash data-prep/prepare-wmt14-en-de.sh                   # download (needs the network)
 #   bash data-prep/prepare-wmt14-en-de.sh --local DIR --parser stanza
@@ -22,7 +22,7 @@ SRC=en
 TGT=de
 SPLITS=(train valid test)
 DIRECTIONS="en-de"
-BPE_TOKENS=40000
+BPE_TOKENS=32000
 JOINED=yes
 URLS=(
     http://statmt.org/wmt13/training-parallel-europarl-v7.tgz

@@ -2,14 +2,17 @@
 
 import filecmp
 import logging
+import random
 import shutil
 
 import numpy as np
 import pytest
+import torch
 from fairseq import options
 from fairseq_cli import preprocess as fairseq_preprocess
 
 from conftest import preprocess
+from tree_fairseq.data.inference import InferenceTrees
 from tree_fairseq.tasks import TreeTranslationConfig, TreeTranslationTask
 from tree_fairseq.trees import expand_subwords, parse_tree
 
@@ -136,6 +139,7 @@ def test_unseen_labels_in_valid_are_counted(tiny_corpus, tmp_path, capsys):
     assert task.dataset("valid").node_labels[line].tolist()[-1] == task.node_dictionary.unk()  # the root
 
 
+<<<<<<< HEAD
 def _preprocess_error(corpus, destdir, *extra) -> str:
     with pytest.raises(SystemExit) as exit_info:
         preprocess(corpus, destdir, *extra)
@@ -235,3 +239,107 @@ def test_a_model_without_trees_is_refused_by_the_tree_task_in_one_line(tiny_data
         str(tiny_databin), "--task", "tree_translation", "--arch", "transformer"])
     with pytest.raises(ValueError, match="--arch transformer reads no source trees .* --task translation"):
         task.build_model(args)
+=======
+# The node over the BPE pieces of a word is labelled with the word's part-of-speech tag
+# (Nguyen et al., ICLR 2020, appendix 7.4), @BPE where the tree has no tags.
+
+
+def write_tagged_corpus(directory, split, num_sentences, seed):
+    """Parser-style trees with every word under its tag: ``(ROOT (S (NP (DT the) (NN noun)) (VP
+    (VBZ verb) (ADVP (RB adverb))) (. .)))``, words of 1-3 two-letter pieces. Returns, per
+    sentence, the words and their tags."""
+    rng = random.Random(seed)
+    sentences, bpe_lines, target_lines, tree_lines = [], [], [], []
+    for _ in range(num_sentences):
+        noun, verb, adverb = ("".join(rng.choices(SYLLABLES, k=rng.randint(1, 3))) for _ in range(3))
+        words, tags = ["the", noun, verb, adverb, "."], ["DT", "NN", "VBZ", "RB", "."]
+        sentences.append((words, tags))
+        tree_lines.append(f"(ROOT (S (NP (DT the) (NN {noun})) (VP (VBZ {verb}) (ADVP (RB {adverb}))) (. .)))")
+        bpe_lines.append(" ".join(piece for word in words for piece in two_letter_pieces(word)))
+        target_lines.append(" ".join(reversed(words)))
+    for suffix, lines in (("de", bpe_lines), ("en", target_lines), ("tree.de", tree_lines)):
+        (directory / f"{split}.{suffix}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return sentences
+
+
+SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta"]
+
+
+def two_letter_pieces(word):
+    parts = [word[i:i + 2] for i in range(0, len(word), 2)]
+    return [part + "@@" for part in parts[:-1]] + parts[-1:]
+
+
+def nodes_by_hand(words, tags, subword_label):
+    """(label, first piece, last piece) of the data-bin's nodes, bottom-up: a node over the pieces
+    of every word of >= 2 pieces (its tag, or @BPE), then NP (the, noun), VP (verb, adverb), S."""
+    first, last, position = [], [], 0
+    for word in words:
+        first.append(position)
+        position += len(two_letter_pieces(word))
+        last.append(position - 1)
+    nodes = [(tag if subword_label == "pos" else "@BPE", first[k], last[k])
+             for k, tag in enumerate(tags) if last[k] > first[k]]
+    nodes += [("NP", first[0], last[1]), ("VP", first[2], last[3]), ("S", first[0], last[4])]
+    return sorted(nodes, key=lambda node: (node[2], -node[1]))
+
+
+@pytest.fixture(scope="module")
+def tagged_corpus(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tagged_corpus")
+    sentences = {split: write_tagged_corpus(directory, split, size, seed)
+                 for split, size, seed in (("train", 40, 11), ("valid", 12, 12), ("test", 12, 13))}
+    return directory, sentences
+
+
+@pytest.mark.parametrize("subword_label", ["pos", "bpe"])
+def test_subword_nodes_carry_the_part_of_speech(tagged_corpus, tmp_path, subword_label):
+    corpus, sentences = tagged_corpus
+    flags = () if subword_label == "pos" else ("--subword-label", "bpe")
+    task = load_task(preprocess(corpus, tmp_path / "bin", *flags))
+    dataset = task.dataset("valid")
+    labels_in_dictionary = set(task.node_dictionary.symbols[task.node_dictionary.nspecial:])
+    if subword_label == "pos":
+        assert {"NN", "VBZ", "RB"} <= labels_in_dictionary and "@BPE" not in labels_in_dictionary
+    else:
+        assert "@BPE" in labels_in_dictionary and not {"NN", "VBZ", "RB", "DT"} & labels_in_dictionary
+    split_words = 0
+    for i, (words, tags) in enumerate(sentences["valid"]):
+        labels = [task.node_dictionary[x] for x in dataset.node_labels[i].tolist()]
+        spans = dataset.node_spans[i].view(-1, 2).tolist()
+        assert [(label, s, e) for label, (s, e) in zip(labels, spans)] == nodes_by_hand(words, tags, subword_label)
+        split_words += sum(len(two_letter_pieces(word)) >= 3 for word in words)
+    assert split_words > 0  # some word of three pieces
+
+
+def test_trees_without_tags_label_subword_nodes_bpe(tiny_databin):
+    task = load_task(tiny_databin)  # balanced trees over the words: no tags
+    assert set(task.node_dictionary.symbols[task.node_dictionary.nspecial:]) == {"X", "@BPE"}
+
+
+class _TreeFileParser:
+    """A parser that answers with the trees of a tree file (the parser of raw-text translation)."""
+
+    def __init__(self, path):
+        trees = [parse_tree(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        self.tree_of = {tree.leaves: tree for tree in trees}
+
+    def parse(self, sentences, first_line, source):
+        return [self.tree_of[tuple(tokens)] for tokens in sentences]
+
+
+@pytest.mark.parametrize("subword_label", ["pos", "bpe"])
+def test_raw_text_translation_labels_subword_nodes_as_preprocess(tagged_corpus, tmp_path, subword_label):
+    corpus, _ = tagged_corpus
+    task = load_task(preprocess(corpus, tmp_path / "bin", "--subword-label", subword_label),
+                     subword_label=subword_label)
+    assert task.inference_trees.subword_label == subword_label
+    dataset = task.dataset("valid")
+    sources = [dataset[i]["source"] for i in range(len(dataset))]
+    trees = InferenceTrees(task.source_dictionary, task.node_dictionary, _TreeFileParser(corpus / "valid.tree.de"),
+                           subword_label=subword_label)
+    inference = trees.dataset(sources, [len(s) for s in sources], task.target_dictionary)
+    for i in range(len(dataset)):
+        assert torch.equal(inference[i]["node_labels"], dataset[i]["node_labels"].long())
+        assert torch.equal(inference[i]["node_spans"], dataset[i]["node_spans"].long())
+>>>>>>> tt

@@ -61,6 +61,18 @@ def test_scripts_help(script):
     assert len(result.stdout.splitlines()) >= 3
 
 
+@pytest.mark.parametrize("recipe, merges", [
+    ("prepare-iwslt14.sh", 32000),  # Nguyen et al. (2020), appendix 7.4: BPE of 32,000 iterations
+    ("prepare-iwslt13-en-fr.sh", 32000),
+    ("prepare-wmt14-en-de.sh", 32000),
+])
+def test_data_prep_default_bpe_size_is_the_papers(recipe, merges):
+    result = run(["bash", ROOT / "data-prep" / recipe, "--help"])
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"--bpe-tokens N .*\(default: (\d+)\)", result.stdout).group(1) == str(merges)
+    assert re.search(r"^BPE_TOKENS=(\d+)$", (ROOT / "data-prep" / recipe).read_text(), re.M).group(1) == str(merges)
+
+
 def test_data_prep_argument_errors(tmp_path):
     recipe = ROOT / "data-prep" / "prepare-iwslt14.sh"
     result = run(["bash", recipe, "--local", tmp_path / "absent", "--work", tmp_path / "work"])
@@ -238,12 +250,37 @@ def test_config_as_fairseq_train_flags(tmp_path, tiny_databin, name):
     assert (args.task == "tree_translation") == ("tree" in name)
 
 
-def test_iwslt_configs_have_the_paper_settings():
-    for name in ("iwslt_tree_transformer", "iwslt_transformer"):
-        flags = config_args.config_to_args(config_args.load_config(str(ROOT / "configs" / f"{name}.yaml")))
-        args = options.parse_args_and_arch(options.get_training_parser(), ["data", *flags])
-        assert (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads) == (512, 1024, 4)
-        assert (args.lr, args.warmup_updates, args.dropout, args.max_tokens) == ([0.0005], 4000, 0.3, 4096)
+# Nguyen et al. (ICLR 2020), section 5.1 and appendix 7.4: (d, d_ffn, heads, dropout, attention
+# dropout, lr, warmup, weight decay, updates, tokens per update). The tree config and its baseline
+# twin share them. Tokens per update: IWSLT "approximately 4000", WMT base "about 32K", WMT big
+# "512K"; the big model's dropouts, lr and weight decay are those of Ott et al. (2018), which the
+# paper replicates without giving them.
+PAPER_SETTINGS = {
+    "iwslt": (512, 1024, 4, 0.3, 0.0, 5e-4, 4000, 1e-4, 60_000, 4_000),
+    "wmt14_en_de_{}_base": (512, 2048, 8, 0.1, 0.0, 7e-4, 4000, 1e-4, 200_000, 32_000),
+    "wmt14_en_de_{}_big": (1024, 4096, 16, 0.3, 0.0, 5e-4, 4000, 0.0, 20_000, 512_000),
+}
+
+
+@pytest.mark.parametrize("model", ["tree_transformer", "transformer"])
+@pytest.mark.parametrize("setting", sorted(PAPER_SETTINGS))
+def test_configs_have_the_paper_settings(setting, model):
+    name = f"{setting}_{model}" if setting == "iwslt" else setting.format(model)
+    flags = config_args.config_to_args(config_args.load_config(str(ROOT / "configs" / f"{name}.yaml")))
+    args = options.parse_args_and_arch(options.get_training_parser(), ["data", *flags, "--user-dir", USER_DIR])
+    d, ffn, heads, dropout, attention_dropout, lr, warmup, weight_decay, updates, tokens = PAPER_SETTINGS[setting]
+    assert (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads) == (d, ffn, heads)
+    assert (args.decoder_embed_dim, args.decoder_ffn_embed_dim, args.decoder_attention_heads) == (d, ffn, heads)
+    assert (args.encoder_layers, args.decoder_layers) == (6, 6)
+    assert (args.dropout, args.attention_dropout, args.activation_dropout) == (dropout, attention_dropout, 0.0)
+    assert (args.lr, args.warmup_updates, args.weight_decay, args.max_update) == ([lr], warmup, weight_decay, updates)
+    assert (args.optimizer, args.adam_betas, args.lr_scheduler, args.label_smoothing) == (
+        "adam", "(0.9,0.98)", "inverse_sqrt", 0.1)
+    per_update = args.max_tokens * args.update_freq[0]
+    assert abs(per_update - tokens) <= 0.03 * tokens, per_update
+    if model == "tree_transformer":
+        assert args.hier_embed_size == 100  # |E| (appendix 7.4)
+        assert not (args.no_hier_embed or args.no_subtree_mask or args.no_tree_cross_attention)
 
 
 def test_config_overrides():

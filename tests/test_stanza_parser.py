@@ -121,6 +121,11 @@ def test_document_trees_are_over_the_corpus_tokens():
         [("VP", 3, 6), ("VP", 1, 6), ("S", 0, 7)],
         [("PP", 2, 3), ("S", 0, 4)],
     ]
+    # stanza's preterminals stay as the tags of the tokens; zum (zu dem) takes the tag of zu
+    assert [tree.tags for tree in trees] == [
+        ("PRP", "VBD", "RB", "VB", "-LRB-", "JJ", "-RRB-", "."),
+        ("PPER", "VVFIN", "APPR", "NN", "$."),
+    ]
 
 
 def test_document_trees_name_the_input_line_of_a_mismatch():

@@ -3,7 +3,7 @@ invariance, bf16 autocast and the cross-attention cache."""
 
 import pytest
 import torch
-from test_hierarchical_accumulation import hand_made_batch, random_batch
+from test_hierarchical_accumulation import hand_made_batch, naive_accumulation, random_batch
 
 from tree_fairseq.modules.hierarchical_accumulation import HierarchicalEmbedding, build_tree_structure
 from tree_fairseq.modules.tree_attention import (
@@ -250,3 +250,78 @@ def test_bf16_autocast_has_no_nan():
         assert out.dtype == torch.bfloat16
         assert torch.isfinite(out).all()
         torch.testing.assert_close(out.float(), ref, atol=0.1, rtol=0.1)
+
+
+# Eqs. 12-18 literally, for one sentence at a time
+
+
+def naive_self_attention(attention, leaves, nodes, spans):
+    """Eqs. 12-18 (and ``· W^O`` of eqs. 19-20) for one sentence without padding, head by head:
+    the affinities of eqs. 12-15 (scaled per head), ``N̄' = V(U(F(L W^V, N W^V, R) + E), w)`` with
+    ``w = L·u_s`` (eq. 16, :func:`naive_accumulation`), the subtree mask ``μ`` (eq. 11) and the
+    softmax over ``[N̄'; L W^V]`` (eqs. 17-18). leaves ``(n, d)``, nodes ``(m, d)``; returns the new
+    nodes and leaves."""
+    num_leaves, num_nodes = leaves.size(0), nodes.size(0)
+    heads, head_dim = attention.num_heads, attention.head_dim
+
+    def project(linear, x):
+        return x @ linear.weight.T + (linear.bias if linear.bias is not None else 0)
+
+    def visible(query, key):  # μ: query and key index [N; L]
+        if query < num_nodes:
+            start, end = spans[query]
+            if key < num_nodes:
+                return start <= spans[key][0] and spans[key][1] <= end
+            return start <= key - num_nodes <= end
+        return key >= num_nodes
+
+    x = torch.cat([nodes, leaves])
+    q, k, v = project(attention.q_proj, x), project(attention.k_proj, x), project(attention.v_proj, x)
+    u = attention.leaf_weight.weight  # (1 or H, d)
+    outputs = []
+    for h in range(heads):
+        columns = slice(h * head_dim, (h + 1) * head_dim)
+        w = leaves @ u[h if u.size(0) > 1 else 0]  # (n,)
+        node_values = naive_accumulation(v[num_nodes:, columns], v[:num_nodes, columns], w, spans,
+                                         attention.hierarchical_embedding)
+        values = torch.cat([node_values, v[num_nodes:, columns]])
+        out = torch.zeros(num_nodes + num_leaves, head_dim, dtype=x.dtype)
+        for i in range(num_nodes + num_leaves):
+            keys = [j for j in range(num_nodes + num_leaves) if visible(i, j)]
+            scores = torch.stack([q[i, columns] @ k[j, columns] / head_dim**0.5 for j in keys])
+            out[i] = sum(p * values[j] for p, j in zip(scores.softmax(0), keys))
+        outputs.append(out)
+    out = project(attention.out_proj, torch.cat(outputs, dim=1))
+    return out[:num_nodes], out[num_nodes:]
+
+
+@pytest.mark.parametrize("leaf_weight_per_head", [False, True])
+def test_self_attention_is_the_printed_equations(leaf_weight_per_head):
+    torch.manual_seed(0)
+    attention = TreeSelfAttention(DIM, HEADS, num_hierarchical_embeddings=5,
+                                  leaf_weight_per_head=leaf_weight_per_head).double().eval()
+    # eq. 16: u_s ∈ R^d, one weight per leaf for every head; the option gives each head its own u
+    assert attention.leaf_weight.weight.shape == ((HEADS if leaf_weight_per_head else 1), DIM)
+    trees, offsets, leaves, nodes, structure = batch_tensors(2)
+    leaves, nodes = leaves.double(), nodes.double()
+    checked = 0
+    for b in range(len(trees)):
+        alone_leaves, alone_nodes, alone_structure, _ = single_sentence(b, trees, offsets, leaves, nodes)
+        new_leaves, new_nodes = attention(alone_leaves, alone_nodes, alone_structure)
+        expected_nodes, expected_leaves = naive_self_attention(attention, alone_leaves[0], alone_nodes[0], trees[b][1])
+        torch.testing.assert_close(new_nodes[0], expected_nodes)
+        torch.testing.assert_close(new_leaves[0], expected_leaves)
+        checked += len(trees[b][1]) > 2
+    assert checked > 0
+
+
+def test_checkpoint_with_one_leaf_weight_per_head_loads():
+    torch.manual_seed(0)
+    per_head = TreeSelfAttention(DIM, HEADS, leaf_weight_per_head=True).eval()
+    state = {f"self_attn.{key}": value for key, value in per_head.state_dict().items()}
+    shared = TreeSelfAttention(DIM, HEADS).eval()
+    shared.upgrade_state_dict_named(state, "self_attn")
+    shared.load_state_dict({key.removeprefix("self_attn."): value for key, value in state.items()})
+    assert shared.leaf_weight_per_head and shared.leaf_weight.weight.shape == (HEADS, DIM)
+    _, _, leaves, nodes, structure = batch_tensors(3)
+    torch.testing.assert_close(shared(leaves, nodes, structure), per_head(leaves, nodes, structure))

@@ -44,26 +44,41 @@ def test_options_are_in_the_model_help():
     TreeTransformerModel.add_args(parser)
     text = parser.format_help()
     for flag in ("--hier-embed-size", "--no-hier-embed", "--no-subtree-mask", "--no-tree-cross-attention",
+                 "--leaf-weight-per-head",
                  "--share-all-embeddings", "--share-decoder-input-output-embed", "--encoder-normalize-before"):
         assert flag in text
 
 
-@pytest.mark.parametrize("arch, dims", [
-    ("tree_transformer_iwslt_de_en", (512, 1024, 4, 6, 6, 0.1)),
-    ("tree_transformer_wmt_en_de", (512, 2048, 8, 6, 6, 0.1)),
-    ("tree_transformer_wmt_en_de_big", (1024, 4096, 16, 6, 6, 0.3)),
-    ("tree_transformer_tiny", (32, 64, 4, 2, 2, 0.1)),
+# (d, d_ffn, heads, encoder layers, decoder layers, dropout, attention dropout): appendix 7.4 gives
+# d, d_ffn and dropout for IWSLT (512, 1024, 0.3) and WMT base (512, 2048, 0.1), section 5.1 d = 1024
+# for WMT big; the rest are the Transformer settings of Ott et al. (2018) that the paper replicates,
+# those of fairseq's baseline architecture in the same config's twin (configs/).
+@pytest.mark.parametrize("arch, baseline, dims", [
+    ("tree_transformer_iwslt_de_en", "transformer_iwslt_de_en", (512, 1024, 4, 6, 6, 0.3, 0.0)),
+    ("tree_transformer_wmt_en_de", "transformer_wmt_en_de", (512, 2048, 8, 6, 6, 0.1, 0.0)),
+    ("tree_transformer_wmt_en_de_big", "transformer_vaswani_wmt_en_de_big", (1024, 4096, 16, 6, 6, 0.3, 0.0)),
+    ("tree_transformer_tiny", None, (32, 64, 4, 2, 2, 0.1, 0.0)),
 ])
-def test_architectures_set_defaults(tiny_databin, arch, dims):
+def test_architectures_set_defaults(tiny_databin, arch, baseline, dims):
+    def settings(args):
+        return (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads,
+                args.encoder_layers, args.decoder_layers, args.dropout, args.attention_dropout)
+
     args = parse(tiny_databin, arch=arch)
-    got = (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads,
-           args.encoder_layers, args.decoder_layers, args.dropout)
-    assert got == dims
-    assert (args.decoder_embed_dim, args.decoder_attention_heads) == (dims[0], dims[2])
-    assert (args.hier_embed_size, args.no_hier_embed, args.no_subtree_mask, args.no_tree_cross_attention) == (
-        100, False, False, False)
+    assert settings(args) == dims
+    assert (args.decoder_embed_dim, args.decoder_ffn_embed_dim, args.decoder_attention_heads) == (
+        dims[0], dims[1], dims[2])
+    assert (args.activation_dropout, args.encoder_normalize_before, args.decoder_normalize_before) == (
+        0.0, False, False)
+    assert (args.hier_embed_size, args.no_hier_embed, args.no_subtree_mask, args.no_tree_cross_attention,
+            args.leaf_weight_per_head) == (100, False, False, False, False)
+    if baseline is not None:  # the baseline twin in configs/ has the same sizes (its dropout is set there)
+        baseline_args = options.parse_args_and_arch(
+            options.get_training_parser(), [str(tiny_databin), "--arch", baseline])
+        assert settings(baseline_args)[:5] + settings(baseline_args)[6:] == dims[:5] + dims[6:]
     # a command-line value wins over the architecture's default
     assert parse(tiny_databin, "--hier-embed-size", "7", arch=arch).hier_embed_size == 7
+    assert parse(tiny_databin, "--dropout", "0.2", arch=arch).dropout == 0.2
 
 
 def test_node_labels_have_their_own_table(tiny):
@@ -74,6 +89,23 @@ def test_node_labels_have_their_own_table(tiny):
     tables = {id(model.encoder.embed_tokens), id(model.decoder.embed_tokens)}
     assert id(model.encoder.embed_node_labels) not in tables
     assert model.encoder.layers[0].self_attn.hierarchical_embedding.vertical.size(0) == 100
+
+
+def test_leaf_weights_are_shared_by_the_heads_unless_asked(tiny_databin, tiny):
+    # w = L·u with u ∈ R^d (eqs. 16, 23): one vector per attention module, for all its heads
+    _, model = tiny
+    for layer in model.encoder.layers:
+        assert layer.self_attn.leaf_weight.weight.shape == (1, 32)
+    for layer in model.decoder.layers:
+        assert layer.encoder_attn.leaf_weight.weight.shape == (1, 32)
+    _, model = build(tiny_databin, "--leaf-weight-per-head")
+    assert model.encoder.layers[0].self_attn.leaf_weight.weight.shape == (4, 32)
+    assert model.decoder.layers[0].encoder_attn.leaf_weight.weight.shape == (4, 32)
+    # a checkpoint with one u per head (the default before) loads into the default model
+    _, shared = build(tiny_databin, seed=5)
+    shared.load_state_dict(model.state_dict())
+    assert shared.decoder.layers[1].encoder_attn.leaf_weight.weight.shape == (4, 32)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), shared.state_dict().values()))
 
 
 def test_embedding_sharing_flags(tiny_databin):

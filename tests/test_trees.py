@@ -1,6 +1,7 @@
 """trees/: reading, normal form, alignment, subword subtrees, trivial trees, tensors."""
 
 import random
+import re
 
 import pytest
 import torch
@@ -121,7 +122,8 @@ def test_subword_nmt_pieces_become_subtrees():
     assert expanded.leaves == tuple(pieces)
     assert spans(expanded) == [("@BPE", 1, 3), ("NP", 0, 3), ("@BPE", 4, 5), ("S", 0, 5)]
     expanded.check()
-    assert spans(expand_subwords(parse_tree("(X word)"), ["wo@@", "rd"], "subword_nmt")) == [("@BPE", 0, 1)]
+    assert spans(expand_subwords(parse_tree("(ROOT word)"), ["wo@@", "rd"], "subword_nmt")) == [("@BPE", 0, 1)]
+    assert spans(expand_subwords(parse_tree("(NN word)"), ["wo@@", "rd"], "subword_nmt")) == [("NN", 0, 1)]
 
 
 def test_sentencepiece_pieces_become_subtrees():
@@ -134,6 +136,102 @@ def test_sentencepiece_pieces_become_subtrees():
 def test_pieces_that_do_not_spell_the_leaves_are_an_error():
     with pytest.raises(TreeError, match="word 2 is 'dogs' in the pieces but 'dog' in the tree"):
         expand_subwords(parse_tree("(S the dog)"), "the do@@ gs".split(), "subword_nmt")
+
+
+# Part-of-speech tags: the label of the node over a word's BPE pieces (appendix 7.4, Figure 7)
+
+
+def test_preterminals_are_kept_as_the_tags_of_the_leaves():
+    tree = parse_tree(PTB_LINE)
+    # the trace's -NONE- is gone with its word; function tags would be stripped as for nodes
+    assert tree.tags == ("NNP", "NNP", "VBZ", "VBN", "NN", "IN", "NNP", "-LRB-", "NNP", "-RRB-", ".")
+    tree.check()
+    # a unary chain over a word: the label right above the word is its tag
+    assert parse_tree("(ROOT (S (NP (PRP He)) (VP (VBZ is))))").tags == ("PRP", "VBZ")
+    assert parse_tree("(ROOT (NN word))").tags == ("NN",)
+    # no tags unless every word has its own preterminal; a wrapper over one word is not one
+    assert parse_tree("(S (NP the cat) (VP sat))").tags is None
+    assert parse_tree("(S (NP (DT the) cat) (VBD sat))").tags is None
+    assert parse_tree("(ROOT word)").tags is None
+    assert trivial_tree(list("abc"), "balanced").tags is None
+
+
+def test_tags_are_written_and_read_back():
+    line = "(ROOT (S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)))"
+    tree = parse_tree(line)
+    assert tree.to_bracketed() == "(S (NP (DT The) (NN cat)) (VBD sat) (. .))"
+    assert parse_tree(tree.to_bracketed()).tags == tree.tags == ("DT", "NN", "VBD", ".")
+    assert tree.to_bracketed(tags=False) == "(S (NP The cat) sat .)"
+    assert parse_tree("(NN cat)").to_bracketed() == "(ROOT (NN cat))"
+    # tags are an annotation of the leaves, not part of the tree's identity
+    assert parse_tree(tree.to_bracketed(tags=False)) == tree
+    with pytest.raises(TreeError, match="tags"):
+        Tree(("a", "b"), (Node("X", 0, 1),), ("DT",)).check()
+
+
+def test_alignment_carries_the_tags():
+    tree = parse_tree("(S (NP (PRP It)) (VP (VBZ 's) (JJ OK)))")
+    assert align(tree, "it &apos;s ok".split()).tags == ("PRP", "VBZ", "JJ")
+    # a token of several leaves gets the tag of the first; a leaf over several tokens gives each its tag
+    split = align(parse_tree("(S (NP (PRP I)) (VP (VBP do) (RB n't) (VB go)))"), "i don&apos;t go".split())
+    assert split.tags == ("PRP", "VBP", "VB")
+    merged = align(parse_tree("(S (NP (PRP I)) (VP (VBP don't) (VB go)))"), "i do n&apos;t go".split())
+    assert merged.tags == ("PRP", "VBP", "VBP", "VB")
+    assert align(parse_tree("(S (NP I) (VP do n't go))"), "i don&apos;t go".split()).tags is None
+
+
+def subword_nodes_by_hand(tree, pieces):
+    """Appendix 7.4 directly: walk the pieces, and for every word of k >= 2 pieces a node over
+    them labelled with the word's preterminal, ``@BPE`` without one."""
+    nodes, word, start = [], 0, 0
+    for i, piece in enumerate(pieces):
+        if not piece.endswith("@@"):
+            if i > start:
+                nodes.append((tree.tags[word] if tree.tags else "@BPE", start, i))
+            word, start = word + 1, i + 1
+    return nodes
+
+
+def test_word_of_several_pieces_gets_a_node_labelled_with_its_tag():
+    tree = parse_tree("(ROOT (S (NP (DT The) (NN doghouse)) (VP (VBZ stands) (ADVP (RB still))) (. .)))")
+    pieces = "The dog@@ hou@@ se st@@ ands still .".split()
+    expanded = expand_subwords(tree, pieces, "subword_nmt")
+    expanded.check()
+    assert [(label, s, e) for label, s, e in spans(expanded) if label not in ("NP", "VP", "S")] == \
+        subword_nodes_by_hand(tree, pieces) == [("NN", 1, 3), ("VBZ", 4, 5)]
+    # the phrase nodes move to the pieces; the node over the three pieces of "doghouse" is an NN
+    assert spans(expanded) == [("NN", 1, 3), ("NP", 0, 3), ("VBZ", 4, 5), ("VP", 4, 6), ("S", 0, 7)]
+    # the old labelling, as an option
+    assert [label for label, _, _ in spans(expand_subwords(tree, pieces, "subword_nmt", "bpe"))] == \
+        ["@BPE", "NP", "@BPE", "VP", "S"]
+    # trees without tags (trivial trees, bracketed trees without preterminals) keep @BPE
+    words = "The doghouse stands still .".split()
+    for untagged in (trivial_tree(words, "balanced"), parse_tree("(S (NP The doghouse) (VP stands still) .)")):
+        labels = [(label, s, e) for label, s, e in spans(expand_subwords(untagged, pieces, "subword_nmt"))]
+        assert [x for x in labels if x[0] == "@BPE"] == subword_nodes_by_hand(untagged, pieces) == [
+            ("@BPE", 1, 3), ("@BPE", 4, 5)]
+    with pytest.raises(ValueError, match="unknown subword label"):
+        expand_subwords(tree, pieces, "subword_nmt", "word")
+
+
+def test_random_tagged_trees_get_one_tagged_node_per_split_word():
+    rng = random.Random(1)
+    for _ in range(200):
+        n = rng.randint(1, 12)
+        tags = [rng.choice(["NN", "VB", "JJ", "DT"]) for _ in range(n)]
+        # every word w{j}xyz under its tag
+        line = re.sub(r"\bw(\d+)\b", lambda m: f"({tags[int(m[1])]} w{m[1]}xyz)", random_tree(rng, n))
+        tree = parse_tree("(ROOT " + line + ")")
+        assert tree.tags == tuple(tags)
+        pieces = []
+        for word in tree.leaves:
+            cuts = sorted(rng.sample(range(1, len(word)), rng.choice([0, 0, 1, 2, 3])))
+            parts = [word[a:b] for a, b in zip([0] + cuts, cuts + [len(word)])]
+            pieces += [part + "@@" for part in parts[:-1]] + parts[-1:]
+        expanded = expand_subwords(tree, pieces, "subword_nmt")
+        expanded.check()
+        assert sorted(node for node in spans(expanded) if node[0] in tags) == sorted(
+            subword_nodes_by_hand(tree, pieces))
 
 
 @pytest.mark.parametrize("shape, expected", [

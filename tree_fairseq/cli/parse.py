@@ -2,7 +2,9 @@
 
 Reads ``--input`` (tokenised text, one sentence per line) and writes
 ``--output``: line k is the normal-form tree of input line k, whose leaves are
-exactly that line's tokens (brackets inside tokens written -LRB-/-RRB-).
+exactly that line's tokens (brackets inside tokens written -LRB-/-RRB-), each
+under its part-of-speech tag when the parser gives one to every word (stanza,
+tagged bracketed input): ``(S (NP (DT the) (NN cat)) (VBD sat))``.
 
 Work is done in chunks of ``--chunk-size`` lines, each kept in
 ``OUTPUT.parts/`` as soon as it is finished; an interrupted run restarted with

@@ -14,6 +14,11 @@ the BPE pieces of each source line must spell that line's tree leaves. Any
 mismatch stops the run with the file and line. Everything is written to a
 staging folder beside --destdir and moved there only when complete, so a run
 that fails leaves nothing behind and the same command can simply be run again.
+
+A word split into several pieces gets a node over them labelled with the
+word's part-of-speech tag, the preterminal of its tree (Nguyen et al., ICLR
+2020, appendix 7.4), or ``@BPE`` when the tree has no preterminals (trivial
+trees); ``--subword-label bpe`` labels them all ``@BPE``.
 """
 
 import itertools
@@ -32,7 +37,9 @@ from fairseq_cli import preprocess as fairseq_preprocess
 from tqdm import tqdm
 
 from tree_fairseq.data import TreeStreamWriter, node_dictionary_path, tree_stream_prefix
-from tree_fairseq.trees import SUBWORD_FORMATS, TreeError, align, expand_subwords, group_pieces, located, parse_tree
+from tree_fairseq.trees import (
+    SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
+)
 
 logger = logging.getLogger("tree_fairseq.preprocess")
 
@@ -53,6 +60,10 @@ def get_parser():
     group.add_argument("--subword-format", choices=SUBWORD_FORMATS, default="subword_nmt",
                        help="how the source BPE marks word pieces: subword_nmt ('@@ ') "
                        "or sentencepiece ('\u2581')")
+    group.add_argument("--subword-label", choices=SUBWORD_LABELS, default="pos",
+                       help="label of the node over the pieces of a word split by BPE: pos, the word's "
+                       "part-of-speech tag from its tree (@BPE for trees without tags); bpe, always @BPE "
+                       "(default: pos)")
     group.add_argument("--nodedict", metavar="FP", help="reuse a node-label dictionary")
     group.add_argument("--allow-retokenized-trees", action="store_true",
                        help="accept trees whose leaves spell the text in other tokens (e.g. 'tag.' for 'tag .') "
@@ -174,7 +185,7 @@ def _write_trees(args, split, prefix, node_dict, grow_dictionary):
     with open(text_path, encoding="utf-8") as text, open(tree_path, encoding="utf-8") as trees, \
             Pool(args.workers) as pool:
         chunks = _chunks(zip(itertools.count(1), text, trees), text_path, tree_path, args.subword_format,
-                         args.allow_retokenized_trees)
+                         args.allow_retokenized_trees, args.subword_label)
         with tqdm(desc=f"trees {split}", unit="sent", total=_count_lines(text_path)) as bar:
             for results in pool.imap(_tree_chunk, chunks):
                 for labels, spans in results:
@@ -195,14 +206,14 @@ def _write_trees(args, split, prefix, node_dict, grow_dictionary):
                        f"{node_dict.unk_word}: {dict(unknown.most_common(10))}")
 
 
-def _chunks(numbered_lines, text_path, tree_path, subword_format, retokenized):
+def _chunks(numbered_lines, text_path, tree_path, subword_format, retokenized, subword_label):
     while chunk := list(itertools.islice(numbered_lines, _CHUNK_LINES)):
-        yield chunk, text_path, tree_path, subword_format, retokenized
+        yield chunk, text_path, tree_path, subword_format, retokenized, subword_label
 
 
 def _tree_chunk(job):
     """Worker: (labels, spans) of each line's tree over its BPE pieces."""
-    chunk, text_path, tree_path, subword_format, retokenized = job
+    chunk, text_path, tree_path, subword_format, retokenized, subword_label = job
     results = []
     for line_number, text_line, tree_line in chunk:
         try:
@@ -215,7 +226,7 @@ def _tree_chunk(job):
                           text_path, line_number)
         words = [word for word, _, _ in group_pieces(pieces, subword_format)]
         try:
-            tree = expand_subwords(align(tree, words, retokenized), pieces, subword_format)
+            tree = expand_subwords(align(tree, words, retokenized), pieces, subword_format, subword_label)
         except TreeError as error:
             raise located(f"{error} (tree: {tree_path}:{line_number})", text_path, line_number) from None
         results.append(([node.label for node in tree.nodes], [(node.start, node.end) for node in tree.nodes]))

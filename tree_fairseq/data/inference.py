@@ -19,7 +19,7 @@ from torch import Tensor
 
 from tree_fairseq.data.tree_pair_dataset import TreePairDataset, collate_trees
 from tree_fairseq.parsing import Parser, make_parser
-from tree_fairseq.trees import TreeError, align, expand_subwords, group_pieces, node_tensors
+from tree_fairseq.trees import SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, node_tensors
 
 # Parsers that need no file beside the sentences.
 INFERENCE_PARSERS = ("stanza", "balanced", "left", "right")
@@ -30,17 +30,21 @@ class InferenceTrees:
 
     ``parser`` is a parser name of :data:`INFERENCE_PARSERS` (built on first use, so a task that
     never translates raw text never loads stanza) or a :class:`~tree_fairseq.parsing.Parser`.
-    Use the parser the training data was parsed with.
+    Use the parser the training data was parsed with, and its ``subword_label`` (one of
+    :data:`~tree_fairseq.trees.SUBWORD_LABELS`, as tree-fairseq-preprocess --subword-label).
     """
 
     def __init__(self, src_dict: Dictionary, node_dict: Dictionary, parser: str | Parser,
                  subword_format: str = "subword_nmt", lang: str | None = None,
-                 parser_model_dir: str | None = None):
+                 parser_model_dir: str | None = None, subword_label: str = "pos"):
         if isinstance(parser, str) and parser not in INFERENCE_PARSERS:
             raise ValueError(f"parser {parser!r} cannot parse raw text; one of {INFERENCE_PARSERS}")
+        if subword_label not in SUBWORD_LABELS:
+            raise ValueError(f"unknown subword label {subword_label!r}; one of {SUBWORD_LABELS}")
         self.src_dict = src_dict
         self.node_dict = node_dict
         self.subword_format = subword_format
+        self.subword_label = subword_label
         self._parser = parser
         self._lang = lang
         self._parser_model_dir = parser_model_dir
@@ -93,7 +97,8 @@ class InferenceTrees:
                 tensors.append((torch.zeros(0, dtype=torch.long), torch.zeros(0, 2, dtype=torch.long)))
                 continue
             try:
-                tree = expand_subwords(align(tree_of[i], words[i]), sentence_pieces, self.subword_format)
+                tree = expand_subwords(align(tree_of[i], words[i]), sentence_pieces, self.subword_format,
+                                       self.subword_label)
             except TreeError as error:
                 raise TreeError(f"{error} (source sentence: {' '.join(sentence_pieces)!r})") from None
             tensors.append(node_tensors(tree, self.node_dict.index))

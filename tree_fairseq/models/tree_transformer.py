@@ -1,7 +1,7 @@
 """The Tree Transformer of Nguyen et al. (ICLR 2020, "Tree-structured Attention with Hierarchical
 Accumulation", arXiv 2002.08046): the fairseq wiring of :mod:`tree_fairseq.modules.tree_attention`.
 
-Encoder (section 4.3, eqs. 12-20). The leaves are the source tokens, embedded as in fairseq's
+Encoder (section 4.4, eqs. 12-20). The leaves are the source tokens, embedded as in fairseq's
 transformer (scaled token embeddings plus positional embeddings); the nodes are the node labels,
 embedded with their own table (the task's node dictionary, never the target vocabulary), scaled,
 without position. Each layer is ``φ`` of eqs. 19-20 over the sequence ``[N; L]``: tree
@@ -23,7 +23,8 @@ with ``--no-subtree-mask``.
 
 Choices the paper leaves open, made here:
 
-- leaf weights ``w = L·u`` (eqs. 16, 23): one ``u`` per head, as in the modules;
+- leaf weights ``w = L·u`` (eqs. 16, 23): one ``u ∈ R^d`` per attention module, shared by its
+  heads as printed (``--leaf-weight-per-head``: one per head);
 - hierarchical embeddings (eq. 9): every attention module, encoder and decoder, owns its tables
   (``--hier-embed-size`` rows each, ``d_head / 2`` wide, shared by the heads of that module). They
   are added to values projected by that layer's own ``W^V``, so a table shared across layers would
@@ -50,8 +51,8 @@ from fairseq.models.transformer import (
 from fairseq.models.transformer.transformer_legacy import (
     base_architecture,
     transformer_iwslt_de_en,
+    transformer_vaswani_wmt_en_de_big,
     transformer_wmt_en_de,
-    transformer_wmt_en_de_big,
 )
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from torch import Tensor
@@ -89,6 +90,11 @@ class TreeTransformerConfig(TransformerConfig):
         metadata={"help": "the decoder attends to the encoder's leaves with fairseq's attention instead of "
                           "the tree cross-attention over nodes and leaves (eqs. 21-24)"},
     )
+    leaf_weight_per_head: bool = field(
+        default=False,
+        metadata={"help": "one leaf-weight vector u per attention head (w = L·u, eqs. 16, 23) instead of the "
+                          "printed u ∈ R^d shared by the heads"},
+    )
 
 
 class TreeTransformerEncoderLayer(TransformerEncoderLayerBase):
@@ -103,6 +109,7 @@ class TreeTransformerEncoderLayer(TransformerEncoderLayerBase):
             dropout=cfg.attention_dropout,
             hierarchical_embeddings=not cfg.no_hier_embed,
             num_hierarchical_embeddings=cfg.hier_embed_size,
+            leaf_weight_per_head=cfg.leaf_weight_per_head,
         )
 
     def forward(self, x: Tensor, structure: TreeStructure, attn_mask: Tensor | None = None) -> Tensor:
@@ -277,6 +284,7 @@ class TreeTransformerDecoderLayer(TransformerDecoderLayerBase):
             dropout=cfg.attention_dropout,
             hierarchical_embeddings=not cfg.no_hier_embed,
             num_hierarchical_embeddings=cfg.hier_embed_size,
+            leaf_weight_per_head=cfg.leaf_weight_per_head,
         )
 
 
@@ -320,33 +328,42 @@ class TreeTransformerModel(TreeSourceTransformerModel):
         return decoder_class(cfg, tgt_dict, embed_tokens)
 
 
-# Architectures: fairseq's transformer of the same name, plus the tree options' defaults.
+# Architectures: fairseq's transformer of the same size, plus the tree options' defaults and the
+# paper's settings (section 5.1, appendix 7.4).
 
 
 @register_model_architecture("tree_transformer", "tree_transformer")
 def tree_transformer(args):
-    args.hier_embed_size = getattr(args, "hier_embed_size", 100)
+    args.hier_embed_size = getattr(args, "hier_embed_size", 100)  # |E| = 100 (appendix 7.4)
     args.no_hier_embed = getattr(args, "no_hier_embed", False)
     args.no_subtree_mask = getattr(args, "no_subtree_mask", False)
     args.no_tree_cross_attention = getattr(args, "no_tree_cross_attention", False)
+    args.leaf_weight_per_head = getattr(args, "leaf_weight_per_head", False)
     base_architecture(args)
 
 
 @register_model_architecture("tree_transformer", "tree_transformer_iwslt_de_en")
 def tree_transformer_iwslt_de_en(args):
-    transformer_iwslt_de_en(args)  # 512 / ffn 1024 / 4 heads, 6 + 6 layers
+    """IWSLT (appendix 7.4): d = 512, d_ffn = 1024, dropout 0.3; 4 heads and 6 + 6 layers as
+    fairseq's transformer_iwslt_de_en (the paper gives neither)."""
+    args.dropout = getattr(args, "dropout", 0.3)
+    transformer_iwslt_de_en(args)  # 512 / ffn 1024 / 4 heads, 6 + 6 layers, attention dropout 0
     tree_transformer(args)
 
 
 @register_model_architecture("tree_transformer", "tree_transformer_wmt_en_de")
 def tree_transformer_wmt_en_de(args):
-    transformer_wmt_en_de(args)  # 512 / ffn 2048 / 8 heads
+    """WMT base (appendix 7.4): d = 512, d_ffn = 2048, dropout 0.1; 8 heads, 6 + 6 layers."""
+    transformer_wmt_en_de(args)  # 512 / ffn 2048 / 8 heads, dropout 0.1, attention dropout 0
     tree_transformer(args)
 
 
 @register_model_architecture("tree_transformer", "tree_transformer_wmt_en_de_big")
 def tree_transformer_wmt_en_de_big(args):
-    transformer_wmt_en_de_big(args)  # 1024 / ffn 4096 / 16 heads, dropout 0.3, attention dropout 0.1
+    """WMT big (section 5.1): d = 1024; the rest as the big model of Ott et al. (2018), whose
+    settings the paper replicates: fairseq's transformer_vaswani_wmt_en_de_big, ffn 4096, 16
+    heads, dropout 0.3, no attention dropout (fairseq's transformer_wmt_en_de_big adds 0.1)."""
+    transformer_vaswani_wmt_en_de_big(args)  # 1024 / ffn 4096 / 16 heads, dropout 0.3
     tree_transformer(args)
 
 

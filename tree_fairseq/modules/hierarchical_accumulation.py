@@ -6,7 +6,7 @@ upwards (``U``, eq. 6) and takes a weighted mean over the branches of each node 
 optionally after adding hierarchical embeddings ``E`` (eqs. 9-10). All three steps are linear.
 With membership ``M[i, j] = [leaf j in span(i)]``, containment ``K[i, t] = [span(t) ⊆ span(i)]``,
 ``|C^i_j| = 1 + (K·M)[i, j]`` (the leaf and the nodes on the branch) and the per-sentence
-``A[i, j] = M[i, j] / (|C^i_j| · |L ∩ R(i)|)``, node i's value per head is (DESIGN.md section 3)
+``A[i, j] = M[i, j] / (|C^i_j| · |L ∩ R(i)|)``, node i's value per head is
 
     N̄'_i = Σ_j A[i, j] w_j (l_j + Σ_{t on the branch i -> j} n_t) + (embedding terms).
 
@@ -25,18 +25,22 @@ node i, so the products and the difference are computed in (at least) float32, a
 
 Choices the paper leaves open, made here:
 
+- Eq. 5 puts node t in row t + 1 of ``S`` (row 1 holds the leaves), but eqs. 6 and 9 name the
+  node rows by the node's own index (``S_{t,j}`` for ``x^N_t ∈ R(x^N_i)``, ``E_{i,j}`` for
+  ``x^N_i``); both are read as the row of node t (i), so that every node gets its own entries.
 - ``C^i_j`` (eq. 6) is the branch from node i down to leaf j: the leaf plus the nodes on that
-  path, both ends included. Read literally, eq. 6 also lists the (zero) entries of nodes of
-  R(i) that do not contain leaf j; the text ("the branch that starts with x_i and ends with x_j")
-  and Figure 1 exclude them.
+  path, both ends included, so ``|C^i_j|`` counts the leaf. Read literally, eq. 6 also lists the
+  (zero) entries of nodes of R(i) that do not contain leaf j; the text ("the branch that starts
+  with x_i and ends with x_j") and Figure 1 exclude them.
 - Eq. 9 indexes ``E`` by the rows of ``S`` (row 1 = leaves): the embedding of the cell of node t
   and leaf j is ``[e^v_{|V^t_j|}; e^h_{|H^t_j|}]`` with ``|V^t_j|`` the number of nodes on the
   path from leaf j up to t (t included, so 1 for the lowest node above the leaf) and
   ``|H^t_j| = j - start(t) + 1``. Indices start at 1; an index past the table's size uses its
   last row (the paper does not bound them).
 - ``w = L·u`` (eqs. 16, 23) is a linear function of the layer input, unnormalised and without
-  bias. With several heads each head has its own ``u`` (one scalar per leaf and head), so
-  ``leaf_weights`` is ``(B, H, n)``; the caller computes it.
+  bias; the caller computes it. ``leaf_weights`` is ``(B, H, n)``: the printed ``u ∈ R^d`` gives
+  every head the same weights (an expanded ``(B, 1, n)``), one ``u`` per head (an option of the
+  attention modules) different ones.
 - The embedding tables are ``d_head/2`` wide and shared by all heads, as the paper says. The
   paper does not say whether layers share them: each attention module owns one
   :class:`HierarchicalEmbedding` unless it is given one to share.

@@ -8,7 +8,9 @@ to the layer that calls them. Choices the paper leaves open, made here:
 
 - scores are scaled by ``1/sqrt(d_head)`` per head (the paper writes single-head ``1/sqrt(d)``);
 - ``w = L·u_s`` (eq. 16) and ``w = L·u_c`` (eq. 23) take ``L`` as the layer's input leaves
-  (the encoder output for cross-attention), one ``u`` per head, no bias, no normalisation;
+  (the encoder output for cross-attention), no bias, no normalisation. As printed, ``u ∈ R^d``
+  is one vector per attention module, so every head weighs leaf j by the same ``w_j``;
+  ``leaf_weight_per_head=True`` gives each head its own ``u`` instead (``d x H`` parameters);
 - keys and values are ordered nodes first, ``[N; L]``, as in eqs. 17, 18 and 24;
 - a query with no visible key (a padded node under the subtree mask) gets zero attention
   weights instead of NaN, and every padded query's output is zero.
@@ -107,6 +109,7 @@ class _TreeAttention(nn.Module):
         hierarchical_embeddings: bool = True,
         num_hierarchical_embeddings: int = 64,
         shared_hierarchical_embedding: HierarchicalEmbedding | None = None,
+        leaf_weight_per_head: bool = False,
     ):
         super().__init__()
         if embed_dim % num_heads:
@@ -120,7 +123,9 @@ class _TreeAttention(nn.Module):
         self.k_proj = nn.Linear(kdim, embed_dim, bias=bias)
         self.v_proj = nn.Linear(kdim, embed_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.leaf_weight = nn.Linear(kdim, num_heads, bias=False)  # u of w = L·u, one per head
+        # u of w = L·u (eqs. 16, 23): u ∈ R^d shared by the heads, or one per head.
+        self.leaf_weight_per_head = leaf_weight_per_head
+        self.leaf_weight = nn.Linear(kdim, num_heads if leaf_weight_per_head else 1, bias=False)
         if not hierarchical_embeddings:
             self.hierarchical_embedding = None
         elif shared_hierarchical_embedding is not None:
@@ -140,6 +145,16 @@ class _TreeAttention(nn.Module):
         # w_j = l_j · u of order 1 for layer-normalised leaves.
         nn.init.normal_(self.leaf_weight.weight, std=self.leaf_weight.in_features**-0.5)
 
+    def upgrade_state_dict_named(self, state_dict, name):
+        """A checkpoint with one ``u`` per head (this module's default before the shared ``u`` of
+        eqs. 16, 23) loads as ``leaf_weight_per_head=True``."""
+        weight = state_dict.get(f"{name}.leaf_weight.weight")
+        if weight is not None and weight.size(0) != self.leaf_weight.out_features:
+            if weight.size(0) != self.num_heads:
+                raise ValueError(f"{name}.leaf_weight.weight has {weight.size(0)} rows, not 1 or {self.num_heads}")
+            self.leaf_weight_per_head = weight.size(0) > 1
+            self.leaf_weight = nn.Linear(weight.size(1), weight.size(0), bias=False).to(weight.device)
+
     def _split_heads(self, x: Tensor) -> Tensor:
         """``(B, L, H·dh)`` -> ``(B, H, L, dh)``."""
         return x.view(x.size(0), x.size(1), self.num_heads, self.head_dim).transpose(1, 2)
@@ -157,7 +172,8 @@ class _TreeAttention(nn.Module):
         keys = self._split_heads(self.k_proj(source))
         values = self._split_heads(self.v_proj(source))
         node_values, leaf_values = values[:, :, :num_nodes], values[:, :, num_nodes:]
-        leaf_weights = self.leaf_weight(leaves).transpose(1, 2)  # (B, H, n)
+        leaf_weights = self.leaf_weight(leaves).transpose(1, 2)  # (B, H or 1, n)
+        leaf_weights = leaf_weights.expand(-1, self.num_heads, -1)  # (B, H, n)
         accumulated = hierarchical_accumulation(
             leaf_values, node_values, leaf_weights, structure, self.hierarchical_embedding
         )

@@ -13,6 +13,7 @@ seconds, naming the command that fetches them.
 """
 
 import html
+import itertools
 import sys
 
 import requests
@@ -93,7 +94,9 @@ def tree_over_tokens(tree: Tree, tokens: list[str], token_words: list[list[str]]
 
     A node keeps the tokens all of whose words it covers. Nodes left with one
     token vanish and nodes left with the same span merge under the upper label;
-    as nodes nest over words they nest over tokens, so no spans cross.
+    as nodes nest over words they nest over tokens, so no spans cross. A token
+    of several words gets the tag of its first word (``zum`` = ``zu dem``: that
+    of ``zu``).
     """
     words = [word for words_of_token in token_words for word in words_of_token]
     if words != list(tree.leaves):
@@ -108,7 +111,12 @@ def tree_over_tokens(tree: Tree, tokens: list[str], token_words: list[list[str]]
         span = (first_token[node.start], last_token[node.end])
         if span[1] > span[0]:
             label_of_span.setdefault(span, node.label)
-    return Tree(tuple(tokens), tuple(Node(label, s, e) for (s, e), label in label_of_span.items()))
+    nodes = tuple(Node(label, s, e) for (s, e), label in label_of_span.items())
+    tags = None
+    if tree.tags is not None:
+        first_word = itertools.accumulate(map(len, token_words[:-1]), initial=0)
+        tags = tuple(tree.tags[j] for j in first_word)
+    return Tree(tuple(tokens), nodes, tags)
 
 
 def download_models(lang: str, model_dir: str) -> None:

@@ -13,13 +13,14 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from tree_fairseq.data import TreePairDataset, load_node_dictionary, load_tree_streams
 from tree_fairseq.data.inference import INFERENCE_PARSERS, InferenceTrees
-from tree_fairseq.trees import SUBWORD_FORMATS
+from tree_fairseq.trees import SUBWORD_FORMATS, SUBWORD_LABELS
 
 
 @dataclass
 class TreeTranslationConfig(TranslationConfig):
     """fairseq's translation options; the data-bin must come from tree-fairseq-preprocess.
-    --inference-parser and --subword-format serve raw-text translation (fairseq-interactive)."""
+    --inference-parser, --subword-format and --subword-label serve raw-text translation
+    (fairseq-interactive)."""
 
     inference_parser: ChoiceEnum(INFERENCE_PARSERS) = field(
         default="stanza",
@@ -32,6 +33,10 @@ class TreeTranslationConfig(TranslationConfig):
     subword_format: ChoiceEnum(SUBWORD_FORMATS) = field(
         default="subword_nmt",
         metadata={"help": "how the source BPE marks word pieces, as tree-fairseq-preprocess --subword-format"},
+    )
+    subword_label: ChoiceEnum(SUBWORD_LABELS) = field(
+        default="pos",
+        metadata={"help": "label of the node over a word's BPE pieces, as tree-fairseq-preprocess --subword-label"},
     )
 
 
@@ -48,7 +53,8 @@ class TreeTranslationTask(TranslationTask):
         self.node_dict = load_node_dictionary(data_dir, cfg.source_lang)
         self.inference_trees = InferenceTrees(
             src_dict, self.node_dict, str(cfg.inference_parser), subword_format=str(cfg.subword_format),
-            lang=cfg.source_lang, parser_model_dir=cfg.inference_parser_model_dir,
+            subword_label=str(cfg.subword_label), lang=cfg.source_lang,
+            parser_model_dir=cfg.inference_parser_model_dir,
         )
 
     @property

@@ -3,13 +3,15 @@ subtrees, trivial trees and tensors. Pure Python/torch; no fairseq here."""
 
 from tree_fairseq.trees.align import align, canonical
 from tree_fairseq.trees.bracketed import RawTree, TreeError, located, read_bracketed
-from tree_fairseq.trees.subwords import SUBWORD_FORMATS, SUBWORD_LABEL, expand_subwords, group_pieces
+from tree_fairseq.trees.subwords import (
+    SUBWORD_FORMATS, SUBWORD_LABEL, SUBWORD_LABELS, expand_subwords, group_pieces,
+)
 from tree_fairseq.trees.tensors import node_tensors
 from tree_fairseq.trees.tree import Node, Tree, normalize, parse_tree
 from tree_fairseq.trees.trivial import TRIVIAL_SHAPES, trivial_tree
 
 __all__ = [
-    "Node", "RawTree", "SUBWORD_FORMATS", "SUBWORD_LABEL", "TRIVIAL_SHAPES", "Tree", "TreeError",
+    "Node", "RawTree", "SUBWORD_FORMATS", "SUBWORD_LABEL", "SUBWORD_LABELS", "TRIVIAL_SHAPES", "Tree", "TreeError",
     "align", "canonical", "expand_subwords", "group_pieces", "located", "node_tensors",
     "normalize", "parse_tree", "read_bracketed", "trivial_tree",
 ]

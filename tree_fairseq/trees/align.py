@@ -4,8 +4,10 @@ them. The corpus tokens win: the aligned tree has the corpus tokens as leaves.
 Tokens are compared in a canonical form that undoes Moses escapes
 (``&apos;``), PTB bracket and quote conventions (``-LRB-``, ````) and case.
 When the parser split or merged tokens, the two sides are matched character
-by character and node spans are moved to the corpus token boundaries; where
-trees must already be over the corpus tokens (tree-fairseq-preprocess), that
+by character and node spans are moved to the corpus token boundaries; a
+token's tag (part of speech) is then that of the first leaf that shares a
+character with it (``don't`` parsed as ``do n't`` gets the tag of ``do``).
+Where trees must already be over the corpus tokens (tree-fairseq-preprocess),
 re-tokenisation is an error instead. Text that differs only in its Unicode
 normal form (NFC vs NFD) is an error that says so.
 """
@@ -41,7 +43,7 @@ def align(tree: Tree, tokens: list[str], retokenized: bool = True) -> Tree:
     leaves = [canonical(leaf) for leaf in tree.leaves]
     words = [canonical(token) for token in tokens]
     if leaves == words:
-        return Tree(tuple(tokens), tree.nodes)
+        return Tree(tuple(tokens), tree.nodes, tree.tags)
     if "".join(leaves) != "".join(words):
         if _nfc(leaves) == _nfc(words) or "".join(_nfc(leaves)) == "".join(_nfc(words)):
             raise TreeError(
@@ -67,7 +69,20 @@ def align(tree: Tree, tokens: list[str], retokenized: bool = True) -> Tree:
             label_of_span.setdefault(span, node.label)
     if len(tokens) >= 2:
         label_of_span.setdefault((0, len(tokens) - 1), tree.nodes[-1].label if tree.nodes else "ROOT")
-    return Tree(tuple(tokens), tuple(Node(label, s, e) for (s, e), label in label_of_span.items()))
+    nodes = tuple(Node(label, s, e) for (s, e), label in label_of_span.items())
+    return Tree(tuple(tokens), nodes, _token_tags(tree.tags, first_token, last_token, len(tokens)))
+
+
+def _token_tags(tags, first_token, last_token, num_tokens):
+    """The tag of each token: that of the first leaf over it (None without tags)."""
+    if tags is None:
+        return None
+    token_tags: list[str | None] = [None] * num_tokens
+    for tag, first, last in zip(tags, first_token, last_token):
+        for token in range(first, last + 1):
+            if token_tags[token] is None:
+                token_tags[token] = tag
+    return None if None in token_tags else tuple(token_tags)
 
 
 def _nfc(tokens: list[str]) -> list[str]:

@@ -153,8 +153,8 @@ def open_slots(symbols: list[str]) -> int:
 def bracketed_symbols(tree: Tree) -> list[str]:
     """The tokens of the tree's bracketed form, each opening bracket with its label:
     ``(S (NP the cat ) (VP sat ) )`` -> ``["(S", "(NP", "the", "cat", ")", ...]``.
-    ``parse_tree(" ".join(symbols))`` reads them back."""
-    tokens = re.findall(r"\(\S*?(?=[\s()])|\)|[^\s()]+", tree.to_bracketed())
+    ``parse_tree(" ".join(symbols))`` reads them back. Words are written without their tags."""
+    tokens = re.findall(r"\(\S*?(?=[\s()])|\)|[^\s()]+", tree.to_bracketed(tags=False))
     return tokens
 
 

@@ -1,6 +1,13 @@
 """Subword (BPE) subtrees: a word split into k >= 2 pieces becomes a node over
 its pieces, and every node's span moves from words to pieces.
 
+The node over a word's pieces is labelled with the word's part-of-speech tag
+(the preterminal the parser gave it, kept as the tree's ``tags``), as Nguyen et
+al. (ICLR 2020, appendix 7.4 and Figure 7) build their BPE subtrees: the
+preterminal becomes the root of the pieces. A tree without tags (trivial trees,
+bracketed trees without preterminals) labels these nodes ``@BPE``, and so does
+``subword_label="bpe"`` for every tree.
+
 Two piece formats: subword-nmt (a piece ending in ``@@`` continues into the
 next) and sentencepiece (a piece starting with ``▁`` starts a word).
 """
@@ -10,6 +17,9 @@ from tree_fairseq.trees.tree import Node, Tree
 
 SUBWORD_LABEL = "@BPE"
 SUBWORD_FORMATS = ("subword_nmt", "sentencepiece")
+# How the node over a word's pieces is labelled: "pos", the word's tag (``@BPE`` when the tree
+# has no tags); "bpe", always ``@BPE``.
+SUBWORD_LABELS = ("pos", "bpe")
 _SUBWORD_NMT_JOINER = "@@"
 _SENTENCEPIECE_SPACE = "\u2581"
 
@@ -35,14 +45,23 @@ def group_pieces(pieces: list[str], subword_format: str) -> list[tuple[str, int,
     return words
 
 
-def expand_subwords(tree: Tree, pieces: list[str], subword_format: str) -> Tree:
+def expand_subwords(tree: Tree, pieces: list[str], subword_format: str, subword_label: str = "pos") -> Tree:
     """The tree over ``pieces``; ``tree``'s leaves must be exactly the words the
-    pieces spell (align the tree first). Raises :class:`TreeError` otherwise."""
+    pieces spell (align the tree first). Raises :class:`TreeError` otherwise.
+    ``subword_label`` (one of :data:`SUBWORD_LABELS`) labels the node over the
+    pieces of a word: its tag, or ``@BPE``. The result has no tags (its leaves
+    are pieces, not words)."""
+    if subword_label not in SUBWORD_LABELS:
+        raise ValueError(f"unknown subword label {subword_label!r}; one of {SUBWORD_LABELS}")
     words = group_pieces(pieces, subword_format)
     if [w for w, _, _ in words] != list(tree.leaves):
         raise TreeError(f"subword pieces do not spell the tree's leaves: {_difference(tree.leaves, words)}")
+    if subword_label == "pos" and tree.tags is not None:
+        labels = tree.tags
+    else:
+        labels = (SUBWORD_LABEL,) * len(words)
     nodes = [Node(node.label, words[node.start][1], words[node.end][2]) for node in tree.nodes]
-    nodes += [Node(SUBWORD_LABEL, s, e) for _, s, e in words if e > s]
+    nodes += [Node(label, s, e) for label, (_, s, e) in zip(labels, words) if e > s]
     return Tree(tuple(pieces), tuple(nodes))
 
 

@@ -1,4 +1,4 @@
-"""A tree as the tensors the data layer stores (DESIGN.md section 2)."""
+"""A tree as the tensors the data layer stores: node labels and inclusive leaf spans, bottom-up."""
 
 from collections.abc import Callable
 

@@ -1,5 +1,4 @@
-"""The normal form of a source tree (DESIGN.md section 2) and the
-normalisation from parser output to it.
+"""The normal form of a source tree and the normalisation from parser output to it.
 
 A :class:`Tree` is a list of leaves plus nodes; each node has a label and an
 inclusive leaf span. In the normal form every node covers >= 2 leaves, spans
@@ -7,9 +6,15 @@ are unique (so containment between nodes is span containment), one root
 covers all leaves (absent only for a one-leaf sentence), and nodes are stored
 bottom-up: sorted by (end, -start), which puts every descendant before its
 ancestors.
+
+Preterminals (the part-of-speech tag above each word) are not nodes, but a
+tree read from a parser keeps them as ``tags``, one per leaf: the label of a
+word split into several subword pieces (:mod:`tree_fairseq.trees.subwords`).
+A tree has tags only when every word has its own preterminal (as parser
+output has); trivial trees and bracketed trees without tags have none.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tree_fairseq.trees.bracketed import RawTree, TreeError, escape_word, read_bracketed
 
@@ -34,17 +39,24 @@ class Node:
 class Tree:
     leaves: tuple[str, ...]
     nodes: tuple[Node, ...]
+    # The preterminal label (part of speech) of each leaf, or None. An annotation of the leaves, not
+    # part of the structure: trees with the same leaves and nodes are equal whatever their tags.
+    tags: tuple[str, ...] | None = field(default=None, compare=False)
 
     def __post_init__(self):
         nodes = tuple(sorted(self.nodes, key=lambda node: (node.end, -node.start)))
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "leaves", tuple(self.leaves))
+        if self.tags is not None:
+            object.__setattr__(self, "tags", tuple(self.tags))
 
     def check(self) -> None:
         """Raise :class:`TreeError` unless the tree is in normal form."""
         n = len(self.leaves)
         if n == 0:
             raise TreeError("tree has no leaves")
+        if self.tags is not None and (len(self.tags) != n or not all(self.tags)):
+            raise TreeError(f"{len(self.tags)} tags (all non-empty) for {n} leaves")
         spans = [(node.start, node.end) for node in self.nodes]
         if len(set(spans)) != len(spans):
             raise TreeError("two nodes share a span")
@@ -58,10 +70,14 @@ class Tree:
                 if s1 < s2 <= e1 < e2 or s2 < s1 <= e2 < e1:
                     raise TreeError(f"crossing spans {(s1, e1)} and {(s2, e2)}")
 
-    def to_bracketed(self) -> str:
-        """One line of PTB brackets; brackets inside words are escaped as -LRB-/-RRB-."""
+    def to_bracketed(self, tags: bool = True) -> str:
+        """One line of PTB brackets; brackets inside words are escaped as -LRB-/-RRB-. With
+        ``tags`` (and tags to write) every word is written under its preterminal, ``(NN cat)``."""
+        leaves = [escape_word(w) for w in self.leaves]
+        if tags and self.tags is not None:
+            leaves = [f"({tag} {leaf})" for tag, leaf in zip(self.tags, leaves)]
         if not self.nodes:
-            return "(" + ROOT_LABEL + " " + " ".join(map(escape_word, self.leaves)) + ")"
+            return "(" + ROOT_LABEL + " " + " ".join(leaves) + ")"
         # Top-down, left to right: spans sorted by (start, -end).
         order = sorted(self.nodes, key=lambda node: (node.start, -node.end))
         parts: list[str] = []
@@ -69,19 +85,19 @@ class Tree:
         position = 0
         for node in order:
             while open_ends and open_ends[-1] < node.start:
-                position = _close(parts, open_ends, position, self.leaves)
-            parts.extend(escape_word(w) for w in self.leaves[position:node.start])
+                position = _close(parts, open_ends, position, leaves)
+            parts.extend(leaves[position:node.start])
             position = node.start
             parts.append("(" + node.label)
             open_ends.append(node.end)
         while open_ends:
-            position = _close(parts, open_ends, position, self.leaves)
+            position = _close(parts, open_ends, position, leaves)
         return " ".join(parts).replace("( ", "(").replace(" )", ")")
 
 
 def _close(parts, open_ends, position, leaves):
     end = open_ends.pop()
-    parts.extend(escape_word(w) for w in leaves[position:end + 1])
+    parts.extend(leaves[position:end + 1])
     parts.append(")")
     return end + 1
 
@@ -90,15 +106,20 @@ def normalize(trees: list[RawTree]) -> Tree:
     """Normal form of the tree(s) read from one line.
 
     Drops ``-NONE-`` subtrees and the nodes they empty, strips function tags
-    (``NP-SBJ-1`` -> ``NP``), drops preterminals, removes nodes over one leaf,
+    (``NP-SBJ-1`` -> ``NP``), drops preterminals (keeping their labels as the
+    tree's ``tags`` when every word has one), removes nodes over one leaf,
     collapses unary chains keeping the uppermost non-wrapper label of each
     span, and adds a ``ROOT`` over several trees on one line.
+
+    A preterminal is a node whose only child is a word and whose label is not
+    a wrapper (``ROOT``, ``TOP``, ...).
     """
     trees = [t for t in (_without_traces(t) for t in trees) if t is not None]
     if not trees:
         raise TreeError("tree has no words once -NONE- traces are removed")
     root = trees[0] if len(trees) == 1 else RawTree(ROOT_LABEL, trees)
     leaves: list[str] = []
+    tag_of_leaf: dict[int, str] = {}
     label_of_span: dict[tuple[int, int], str] = {}
 
     def visit(tree: RawTree) -> None:
@@ -106,6 +127,10 @@ def normalize(trees: list[RawTree]) -> Tree:
             leaves.append(tree.label)
             return
         start = len(leaves)
+        if len(tree.children) == 1 and tree.children[0].is_word:
+            tag = strip_function_tags(tree.label)
+            if tag not in WRAPPER_LABELS:
+                tag_of_leaf[start] = tag
         for child in tree.children:
             visit(child)
         span = (start, len(leaves) - 1)
@@ -119,7 +144,8 @@ def normalize(trees: list[RawTree]) -> Tree:
 
     visit(root)
     nodes = tuple(Node(label or ROOT_LABEL, s, e) for (s, e), label in label_of_span.items())
-    return Tree(tuple(leaves), nodes)
+    tags = tuple(tag_of_leaf[j] for j in range(len(leaves))) if len(tag_of_leaf) == len(leaves) else None
+    return Tree(tuple(leaves), nodes, tags)
 
 
 def parse_tree(line: str) -> Tree:
