@@ -139,7 +139,6 @@ def test_unseen_labels_in_valid_are_counted(tiny_corpus, tmp_path, capsys):
     assert task.dataset("valid").node_labels[line].tolist()[-1] == task.node_dictionary.unk()  # the root
 
 
-<<<<<<< HEAD
 def _preprocess_error(corpus, destdir, *extra) -> str:
     with pytest.raises(SystemExit) as exit_info:
         preprocess(corpus, destdir, *extra)
@@ -239,7 +238,8 @@ def test_a_model_without_trees_is_refused_by_the_tree_task_in_one_line(tiny_data
         str(tiny_databin), "--task", "tree_translation", "--arch", "transformer"])
     with pytest.raises(ValueError, match="--arch transformer reads no source trees .* --task translation"):
         task.build_model(args)
-=======
+
+
 # The node over the BPE pieces of a word is labelled with the word's part-of-speech tag
 # (Nguyen et al., ICLR 2020, appendix 7.4), @BPE where the tree has no tags.
 
@@ -342,4 +342,3 @@ def test_raw_text_translation_labels_subword_nodes_as_preprocess(tagged_corpus, 
     for i in range(len(dataset)):
         assert torch.equal(inference[i]["node_labels"], dataset[i]["node_labels"].long())
         assert torch.equal(inference[i]["node_spans"], dataset[i]["node_spans"].long())
->>>>>>> tt
