@@ -211,7 +211,7 @@ class TreePositionalEncoding(nn.Module):
         """paths ``(..., k)`` long -> encodings ``(..., embed_dim)``; zero for empty paths."""
         if paths.size(-1) != self.max_depth:
             raise ValueError(f"paths have depth {paths.size(-1)}, the encoding {self.max_depth}")
-        stack = one_hot_stack(paths, self.degree)  # (..., k, n)
         weights = self.depth_weights()  # (P, k)
+        stack = one_hot_stack(paths, self.degree).to(weights.dtype)  # (..., k, n)
         encoding = (stack.unsqueeze(-3) * weights.unsqueeze(-1)).flatten(-3)  # (..., P·k·n)
         return self.projection(encoding) if self.projection is not None else encoding
