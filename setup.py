@@ -27,6 +27,9 @@ setup(
         "console_scripts": [
             "tree-fairseq-parse=tree_fairseq.cli.parse:main",
             "tree-fairseq-preprocess=tree_fairseq.cli.preprocess:main",
+            "tree-fairseq-score=tree_fairseq.cli.score:main",
+            "tree-fairseq-config-args=tree_fairseq.cli.config_args:main",
+            "tree-fairseq-average-checkpoints=tree_fairseq.cli.average_checkpoints:main",
         ],
     },
 )

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Gigaword headline generation (Rush et al. 2015): the data-bin article-title for
-# --task tree_translation (joined dictionary; ROUGE with scripts/score.py --metrics rouge).
+# --task tree_translation (joined dictionary; ROUGE with tree-fairseq-score --metrics rouge).
 #
 # The text is the usual preprocessed release of harvardnlp/sent-summary, as distributed by UniLM
 # (org_data/{train,dev,test}.{src,tgt}.txt: 3.8M / 189k / 1951 pairs, already tokenised and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Average the last N checkpoints of a training run into one (scripts/average_checkpoints.py).
+# Average the last N checkpoints of a training run into one (tree-fairseq-average-checkpoints).
 #
 #   scripts/average_checkpoints.sh [--updates] SAVE-DIR [N=5] [OUTPUT=SAVE-DIR/checkpoint_avg_lastN.pt]
 #
@@ -7,7 +7,6 @@
 # update checkpoints (checkpoint_E_U.pt, written with --save-interval-updates, as the WMT configs do).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KIND=--num-epoch-checkpoints
 case ${1:-} in
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -20,4 +19,4 @@ fi
 SAVE_DIR=$1
 N=${2:-5}
 OUTPUT=${3:-$SAVE_DIR/checkpoint_avg_last$N.pt}
-exec "${PYTHON:-python3}" "$ROOT/scripts/average_checkpoints.py" --inputs "$SAVE_DIR" "$KIND" "$N" --output "$OUTPUT"
+exec "${PYTHON:-python3}" -m tree_fairseq.cli.average_checkpoints --inputs "$SAVE_DIR" "$KIND" "$N" --output "$OUTPUT"

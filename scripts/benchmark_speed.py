@@ -1,11 +1,11 @@
 #!/usr/bin/env python
-"""Speed and memory of a tree model against fairseq's transformer (issue 3 item 5; issues 5 and 6).
+"""Speed and memory of a tree model against fairseq's transformer.
 
 ``--tree-arch`` names any architecture of this package: the Tree Transformer (default),
 ``constituent_transformer_*``, ``treeformer_*``, ``tree_pe_transformer_*`` or
-``tree_composition_transformer_*``. The targets printed are issue 3's, set for the Tree
-Transformer; for the other methods issues 5 and 6 set only the training one (measured >= 0.9 x
-ideal), and the rest are reported for comparison.
+``tree_composition_transformer_*``. The targets printed are the project's targets for the Tree
+Transformer; for the other methods only the training one (measured >= 0.9 x ideal) is a target,
+and the rest are reported for comparison.
 
 Reads a tree data-bin (made with the README's tree-fairseq-parse / tree-fairseq-preprocess
 commands); writes nothing, prints one report. In one run, with the same dimensions for both

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Train several architectures with one small configuration and the same update budget on one
-# data-bin, translate its test split, and print one sacreBLEU line per model: the learning check
-# of issues 3, 5 and 6.
+# data-bin, translate its test split, and print one sacreBLEU line per model: a same-budget
+# learning check of the architectures against each other.
 #
 #   scripts/compare_bleu.sh [--jobs N] DATA-BIN OUT-DIR UPDATES ARCH [ARCH ...] [-- fairseq-train flags]
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Translate (or summarise) a split of a data-bin with a checkpoint and score it (scripts/score.py).
+# Translate (or summarise) a split of a data-bin with a checkpoint and score it (tree-fairseq-score).
 #
 #   scripts/generate.sh [--metrics "sacrebleu tokbleu"] [--subset test] [--lang L] DATA-BIN CHECKPOINT \
 #       OUT-DIR [fairseq-generate flags ...]
@@ -9,7 +9,7 @@
 # sentences of the split), and writes OUT-DIR/generate-SUBSET.txt, OUT-DIR/score-SUBSET.txt (and .json).
 # Flags after OUT-DIR go to fairseq-generate and win over these defaults (e.g. --beam 4
 # --lenpen 0.6 for WMT, --remove-bpe sentencepiece). Metrics: sacrebleu,
-# tokbleu, compound (WMT en-de), rouge (Gigaword); see scripts/score.py --help. --lang is the
+# tokbleu, compound (WMT en-de), rouge (Gigaword); see tree-fairseq-score --help. --lang is the
 # detokenizer's language (default: the data-bin's target language).
 #
 #   scripts/generate.sh iwslt14.de-en/data-bin/de-en checkpoints/tree-de-en/checkpoint_best.pt out/tree-de-en
@@ -63,5 +63,5 @@ printf '$ %s\n' "${command[*]}"
 "${command[@]}"
 grep "^Generate" "$OUT/generate-$SUBSET.txt" || true
 # shellcheck disable=SC2086  # METRICS is a list
-"$PYTHON" "$ROOT/scripts/score.py" --generate-output "$OUT/generate-$SUBSET.txt" --lang "$TGT" \
+"$PYTHON" -m tree_fairseq.cli.score --generate-output "$OUT/generate-$SUBSET.txt" --lang "$TGT" \
     --metrics $METRICS --json "$OUT/score-$SUBSET.json" | tee "$OUT/score-$SUBSET.txt"

@@ -4,7 +4,7 @@
 #   scripts/train.sh [--hydra] CONFIG DATA-BIN SAVE-DIR [GROUP.KEY=VALUE ...] [--fairseq-flag ...]
 #
 # CONFIG is a name in configs/ (iwslt_tree_transformer) or a YAML file. By default the config is
-# turned into fairseq-train flags (scripts/config_args.py) and fairseq-train runs; with --hydra,
+# turned into fairseq-train flags (tree-fairseq-config-args) and fairseq-train runs; with --hydra,
 # fairseq-hydra-train reads the YAML itself. GROUP.KEY=VALUE overrides a config value in both
 # modes (optimization.max_update=1000, model.dropout=0.2); further --flags go to fairseq-train
 # (not with --hydra). An interrupted run continues from SAVE-DIR/checkpoint_last.pt, as fairseq does.
@@ -42,7 +42,7 @@ if [[ -n $HYDRA ]]; then
     command=(fairseq-hydra-train --config-dir "$(dirname "$CONFIG")" --config-name "$(basename "$CONFIG" .yaml)"
         "task.data=$DATA" "checkpoint.save_dir=$SAVE_DIR" "common.user_dir=$USER_DIR" "${OVERRIDES[@]}")
 else
-    mapfile -d '' CONFIG_FLAGS < <("$PYTHON" "$ROOT/scripts/config_args.py" --null "$CONFIG" \
+    mapfile -d '' CONFIG_FLAGS < <("$PYTHON" -m tree_fairseq.cli.config_args --null "$CONFIG" \
         "task.data=$DATA" "checkpoint.save_dir=$SAVE_DIR" "common.user_dir=$USER_DIR" "${OVERRIDES[@]}")
     ((${#CONFIG_FLAGS[@]})) || exit 1
     command=(fairseq-train "${CONFIG_FLAGS[@]}" "${FLAGS[@]}")

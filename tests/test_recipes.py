@@ -21,9 +21,7 @@ import tree_fairseq
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 USER_DIR = str(Path(tree_fairseq.__file__).parent)
-sys.path.insert(0, str(ROOT / "scripts"))
-import config_args  # noqa: E402  (scripts/config_args.py)
-import score  # noqa: E402  (scripts/score.py)
+from tree_fairseq.cli import average_checkpoints, config_args, score  # noqa: E402
 
 RECIPES = {
     "prepare-iwslt14.sh": ("de", "en", "http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz"),
@@ -31,8 +29,8 @@ RECIPES = {
     "prepare-wmt14-en-de.sh": ("en", "de", "http://statmt.org/wmt13/training-parallel-europarl-v7.tgz"),
     "prepare-gigaword.sh": ("article", "title", "https://drive.usercontent.google.com/download?id="),
 }
-SCRIPTS = ["train.sh", "generate.sh", "average_checkpoints.sh", "quickstart.sh", "score.py", "config_args.py",
-           "average_checkpoints.py", "attention_mass.py", "draw_tree_attention.py", "compare_bleu.sh",
+SCRIPTS = ["train.sh", "generate.sh", "average_checkpoints.sh", "quickstart.sh",
+           "attention_mass.py", "draw_tree_attention.py", "compare_bleu.sh",
            "benchmark_speed.py"]
 
 
@@ -59,6 +57,14 @@ def test_scripts_help(script):
     result = run(["bash", path, "--help"] if script.endswith(".sh") else [sys.executable, path, "--help"])
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) >= 3
+
+
+@pytest.mark.parametrize("command", ["tree-fairseq-score", "tree-fairseq-config-args",
+                                     "tree-fairseq-average-checkpoints"])
+def test_console_scripts_help(command):
+    result = run([BIN / command, "--help"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: {command} ")
 
 
 @pytest.mark.parametrize("recipe, merges", [
@@ -105,7 +111,7 @@ def test_script_argument_errors(tmp_path):
     assert not (tmp_path / "out").exists()
     result = run(["bash", ROOT / "scripts" / "quickstart.sh", tmp_path / "absent"])
     assert result.returncode != 0 and "no such directory" in result.stderr
-    result = run([sys.executable, ROOT / "scripts" / "average_checkpoints.py", "--inputs", tmp_path,
+    result = run([BIN / "tree-fairseq-average-checkpoints", "--inputs", tmp_path,
                   "--num-epoch-checkpoints", "2", "--output", tmp_path / "avg.pt"])
     assert result.returncode != 0 and "0 epoch checkpoints found, 2 asked for" in result.stderr
 
@@ -154,7 +160,7 @@ def scored(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("scored")
     (tmp_path / "hyp").write_text("".join(line + "\n" for line in HYPS), encoding="utf-8")
     (tmp_path / "ref").write_text("".join(line + "\n" for line in REFS), encoding="utf-8")
-    result = run([sys.executable, ROOT / "scripts" / "score.py", "--hyp", tmp_path / "hyp", "--ref", tmp_path / "ref",
+    result = run([BIN / "tree-fairseq-score", "--hyp", tmp_path / "hyp", "--ref", tmp_path / "ref",
                   "--metrics", "sacrebleu", "tokbleu", "compound", "rouge", "--write-text", tmp_path / "text",
                   "--json", tmp_path / "scores.json"])
     assert result.returncode == 0, result.stderr
@@ -294,9 +300,6 @@ def test_config_overrides():
 
 
 def test_average_checkpoints_picks_the_last_n(tmp_path):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import average_checkpoints
-
     for name in ("checkpoint1.pt", "checkpoint2.pt", "checkpoint10.pt", "checkpoint_best.pt", "checkpoint_last.pt",
                  "checkpoint_2_900.pt", "checkpoint_3_1000.pt", "checkpoint_3_1100.pt"):
         (tmp_path / name).touch()

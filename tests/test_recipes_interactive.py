@@ -1,6 +1,6 @@
 """Raw-text translation and checkpoint averaging with a tiny trained model: the trees made at
 inference (tree_fairseq.data.inference) equal those of the data-bin, scripts/train.sh trains,
-scripts/average_checkpoints.py averages two checkpoints, and fairseq-interactive on raw
+tree-fairseq-average-checkpoints averages two checkpoints, and fairseq-interactive on raw
 sentences (Moses tokenizer, subword-nmt BPE, balanced trees, batched) and the hub interface's
 translate (``from_pretrained``) translate them as the data-bin's trees do."""
 
@@ -90,8 +90,7 @@ def test_train_sh_logs_and_keeps_checkpoints(trained):
 
 @pytest.fixture(scope="module")
 def averaged(trained):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import average_checkpoints
+    from tree_fairseq.cli import average_checkpoints
 
     output = trained / "averaged.pt"
     average_checkpoints.main(["--inputs", str(trained), "--num-update-checkpoints", "2", "--output", str(output)])
@@ -184,9 +183,8 @@ def test_hub_interface_translates_raw_sentences_like_the_data_bin(tiny_databin, 
 
 
 def test_attention_mass_and_tree_drawing(tiny_databin, averaged, tmp_path):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import attention_mass
-    import draw_tree_attention
+    from tree_fairseq.analysis import attention as attention_mass
+    from tree_fairseq.analysis import drawing as draw_tree_attention
 
     model, task = attention_mass.load(str(tiny_databin), str(averaged), "test", cpu=True)
     result = attention_mass.attention_mass(model, task, "test", max_sentences=10)
@@ -194,7 +192,7 @@ def test_attention_mass_and_tree_drawing(tiny_databin, averaged, tmp_path):
     for row in result["layers"] + [result["mean"]]:
         assert row["nodes"] + row["leaves"] == pytest.approx(100)
         assert 0 < row["nodes"] < 100 and 0 < row["uniform"] < 100
-    assert "attend" not in vars(model.decoder.layers[0].encoder_attn)  # the hooks are gone
+    assert not model.decoder.layers[0].encoder_attn._forward_hooks  # the hooks are gone
     with torch.no_grad(), attention_mass.recording(model) as records:
         sample = task.dataset("test").collater([task.dataset("test")[i] for i in range(4)])
         model(**sample["net_input"])

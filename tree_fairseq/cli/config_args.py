@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """The fairseq-train flags of a YAML config of ``configs/`` (the configs fairseq-hydra-train reads).
 
-    python scripts/config_args.py configs/iwslt_tree_transformer.yaml [GROUP.KEY=VALUE ...]
+    tree-fairseq-config-args configs/iwslt_tree_transformer.yaml [GROUP.KEY=VALUE ...]
 
 prints one flag (and its value) per line; ``GROUP.KEY=VALUE`` overrides a value first, as on
 fairseq-hydra-train's command line (``task.eval_bleu=false``, ``model._name=tree_transformer``).
@@ -65,7 +64,7 @@ def config_to_args(config: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Print the fairseq-train flags of a configs/*.yaml file, "
+    parser = argparse.ArgumentParser(prog="tree-fairseq-config-args", description="Print the fairseq-train flags of a configs/*.yaml file, "
                                      "one per line.")
     parser.add_argument("config", help="a YAML config (fairseq-hydra-train's layout)")
     parser.add_argument("overrides", nargs="*", help="GROUP.KEY=VALUE, as on fairseq-hydra-train's command line")
@@ -74,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         flags = config_to_args(load_config(args.config, args.overrides))
     except (OSError, ValueError, yaml.YAMLError) as error:
-        sys.exit(f"config_args.py: error: {error}")
+        sys.exit(f"tree-fairseq-config-args: error: {error}")
     sep = "\0" if args.null else "\n"
     sys.stdout.write("".join(flag + sep for flag in flags))
 

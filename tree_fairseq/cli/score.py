@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Score translations or summaries: BLEU three ways and ROUGE.
 
 Reads either fairseq-generate's output (``--generate-output``: the first ``H-`` hypothesis and
@@ -35,6 +34,7 @@ _COMPOUND = re.compile(r"(\S)-(\S)")
 
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
+        prog="tree-fairseq-score",
         description="BLEU (sacreBLEU on detokenised text, tokenised BLEU, compound-split BLEU) and "
         "ROUGE-1/2/L of fairseq-generate output or of a hypothesis file against a reference file.")
     source = parser.add_mutually_exclusive_group(required=True)
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
         ref_detok = read_lines(args.ref_detok) if args.ref_detok else None
         results = score(hyps, refs, args.metrics, args.lang, ref_detok, not args.no_stemmer, args.seed)
     except (OSError, ValueError) as error:
-        sys.exit(f"score.py: error: {error}")
+        sys.exit(f"tree-fairseq-score: error: {error}")
     if args.write_text:
         for suffix, lines in (("hyp", hyps), ("ref", refs), ("hyp.detok", detokenize(hyps, args.lang)),
                               ("ref.detok", ref_detok or detokenize(refs, args.lang))):

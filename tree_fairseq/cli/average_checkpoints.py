@@ -1,6 +1,5 @@
-#!/usr/bin/env python3
-"""Average the parameters of several fairseq checkpoints into one (what fairseq's
-``scripts/average_checkpoints.py`` does; that script is not installed with the fairseq wheels).
+"""Average the parameters of several fairseq checkpoints into one (what fairseq's own averaging
+script does; that script ships with fairseq's sources, not with its wheels).
 
 The averaged checkpoint is the first input (newest, when the inputs are picked from a directory)
 with its ``model`` parameters replaced by the element-wise mean of all inputs' parameters. All
@@ -18,6 +17,7 @@ import torch
 
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
+        prog="tree-fairseq-average-checkpoints",
         description="Average the parameters of fairseq checkpoints: given files, or the last N epoch "
         "(checkpointN.pt) or update (checkpoint_E_U.pt) checkpoints of a directory. Writes one checkpoint.")
     parser.add_argument("--inputs", nargs="+", required=True,
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         print("averaging " + " ".join(paths), flush=True)
         state = average_checkpoints(paths)
     except (OSError, ValueError) as error:
-        sys.exit(f"average_checkpoints.py: error: {error}")
+        sys.exit(f"tree-fairseq-average-checkpoints: error: {error}")
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     torch.save(state, args.output + ".tmp")
     os.replace(args.output + ".tmp", args.output)

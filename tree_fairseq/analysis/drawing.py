@@ -1,0 +1,145 @@
+"""Draw one source tree with the decoder's cross-attention weights on its nodes and leaves (PNG).
+
+Sentence ``--index`` of a data-bin split is scored with its reference (teacher forcing) by a
+tree_transformer checkpoint; the head-averaged cross-attention weights of ``--layer`` (or the mean
+of all decoder layers) are averaged over the target tokens (or taken at ``--target-position``).
+The tree is drawn with the leaves (BPE pieces, then EOS) on a line at the bottom and every node
+above its span, at the height of its subtree; each node and leaf is labelled with its weight
+(percent of the attention of one target token) and coloured from the lowest to the highest weight. Needs matplotlib (pip install
+"tree_fairseq[analysis]").
+
+    python scripts/draw_tree_attention.py DATA-BIN --path checkpoint_best.pt --index 3 --output tree.png
+"""
+
+import argparse
+import logging
+import sys
+
+import torch
+
+from tree_fairseq.analysis.attention import load, recording
+
+
+def get_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description="Draw a source tree of a data-bin split with the cross-attention weights of a "
+        "tree_transformer checkpoint on its nodes and leaves, to a PNG file.")
+    parser.add_argument("data", help="the data-bin (tree-fairseq-preprocess)")
+    parser.add_argument("--path", required=True, help="a tree_transformer checkpoint")
+    parser.add_argument("--subset", default="test", help="split (default: test)")
+    parser.add_argument("--index", type=int, default=0, help="sentence number in the split (default 0)")
+    parser.add_argument("--layer", type=int, help="decoder layer, 1-based (default: the mean of all layers)")
+    parser.add_argument("--target-position", type=int,
+                        help="one target token, 0-based (default: the mean over the target tokens)")
+    parser.add_argument("--output", required=True, help="the PNG file to write")
+    parser.add_argument("--cpu", action="store_true", help="run on the CPU even when a GPU is present")
+    return parser
+
+
+def sentence_attention(model, task, subset: str, index: int, layer: int | None, position: int | None):
+    """``(source pieces incl. EOS, node labels, node spans (m, 2), weights (m + n,), target string)``."""
+    dataset = task.dataset(subset)
+    if not 0 <= index < len(dataset):
+        raise ValueError(f"--index {index}: {subset!r} has {len(dataset)} sentences")
+    sample = dataset.collater([dataset[index]])
+    if next(model.parameters()).is_cuda:
+        from fairseq import utils
+
+        sample = utils.move_to_cuda(sample)
+    with torch.no_grad(), recording(model) as records:
+        model(**sample["net_input"])
+    per_layer = torch.stack([weights[0] for [(weights, _)] in records])  # (L, T, m + n)
+    if layer is not None:
+        if not 1 <= layer <= len(per_layer):
+            raise ValueError(f"--layer {layer}: the decoder has {len(per_layer)} layers")
+        weights = per_layer[layer - 1]
+    else:
+        weights = per_layer.mean(0)
+    target = sample["target"][0]
+    if position is not None:
+        if not 0 <= position < len(target):
+            raise ValueError(f"--target-position {position}: the target has {len(target)} tokens")
+        weights = weights[position]
+    else:
+        weights = weights.mean(0)
+    net_input = sample["net_input"]
+    pieces = [task.source_dictionary[i] for i in net_input["src_tokens"][0].tolist()]
+    labels = [task.node_dictionary[i] for i in net_input["src_node_labels"][0].tolist()]
+    spans = net_input["src_node_spans"][0].cpu()
+    target_text = task.target_dictionary.string(target)
+    if position is not None:
+        target_text += f"   [target token {position}: {task.target_dictionary[target[position]]}]"
+    return pieces, labels, spans, weights.cpu(), target_text
+
+
+def tree_layout(num_leaves: int, spans: torch.Tensor):
+    """Positions ``(x, y)`` of nodes (bottom-up order) and leaves, and the parent of each node and
+    leaf (None at the root and outside every span, like EOS)."""
+    spans = [tuple(span) for span in spans.tolist()]
+    node_parent: list[int | None] = []
+    for i, (start, end) in enumerate(spans):
+        # Nodes are stored bottom-up: the first later node containing a node is its parent.
+        node_parent.append(next((j for j in range(i + 1, len(spans))
+                                 if spans[j][0] <= start and end <= spans[j][1]), None))
+    leaf_parent = []
+    for leaf in range(num_leaves):
+        containing = [j for j, (start, end) in enumerate(spans) if start <= leaf <= end]
+        leaf_parent.append(min(containing, key=lambda j: spans[j][1] - spans[j][0]) if containing else None)
+    height = [1] * len(spans)
+    for i, parent in enumerate(node_parent):
+        if parent is not None:
+            height[parent] = max(height[parent], height[i] + 1)
+    node_xy = [((start + end) / 2, height[i]) for i, (start, end) in enumerate(spans)]
+    leaf_xy = [(float(leaf), 0.0) for leaf in range(num_leaves)]
+    return node_xy, leaf_xy, node_parent, leaf_parent
+
+
+def draw(pieces, labels, spans, weights, title: str, output: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ValueError('matplotlib is not installed: pip install "tree_fairseq[analysis]" (or matplotlib)') from None
+    num_nodes = len(labels)
+    node_xy, leaf_xy, node_parent, leaf_parent = tree_layout(len(pieces), spans)
+    node_weights, leaf_weights = weights[:num_nodes].tolist(), weights[num_nodes:].tolist()
+    low, high = weights.min().item(), weights.max().item()
+    cmap = plt.get_cmap("Reds")
+    height = max((y for _, y in node_xy), default=0)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(pieces)), 1.6 + 1.1 * (height + 1)))
+    for xy, parent in list(zip(node_xy, node_parent)) + list(zip(leaf_xy, leaf_parent)):
+        if parent is not None:
+            px, py = node_xy[parent]
+            ax.plot([xy[0], px], [xy[1], py], color="0.7", linewidth=1, zorder=1)
+    for (x, y), text, weight in list(zip(node_xy, labels, node_weights)) + list(zip(leaf_xy, pieces, leaf_weights)):
+        ax.text(x, y, f"{text}\n{100 * weight:.1f}%", ha="center", va="center", fontsize=8, zorder=2,
+                bbox=dict(boxstyle="round,pad=0.3", facecolor=cmap(0.05 + 0.75 * (weight - low) / max(high - low, 1e-9)),
+                          edgecolor="0.3" if y > 0 else "0.6"))
+    ax.set_xlim(-0.8, len(pieces) - 0.2)
+    ax.set_ylim(-0.7, height + 0.7)
+    ax.axis("off")
+    ax.set_title(title, fontsize=9, wrap=True)
+    fig.tight_layout()
+    fig.savefig(output, dpi=150)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = get_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, force=True)  # importing fairseq set the root logger to DEBUG
+    try:
+        model, task = load(args.data, args.path, args.subset, args.cpu)
+        pieces, labels, spans, weights, target = sentence_attention(
+            model, task, args.subset, args.index, args.layer, args.target_position)
+        which = f"layer {args.layer}" if args.layer else "mean of the decoder layers"
+        nodes = 100 * weights[:len(labels)].sum().item()
+        title = (f"{args.subset} #{args.index}, cross-attention ({which}): {nodes:.1f}% on nodes\n"
+                 f"reference: {target}")
+        draw(pieces, labels, spans, weights, title, args.output)
+    except (OSError, ValueError) as error:
+        sys.exit(f"draw_tree_attention.py: error: {error}")
+    print(f"wrote {args.output}")
+
+
