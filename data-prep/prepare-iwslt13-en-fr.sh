@@ -14,6 +14,7 @@
 # Resumable: run the same command again after an interruption; finished steps are skipped.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/iwslt.sh"
 
 DATASET=iwslt13.en-fr
 SRC=en

@@ -6,10 +6,11 @@
 # Without --updates: the last N epoch checkpoints (checkpointE.pt); with --updates: the last N
 # update checkpoints (checkpoint_E_U.pt, written with --save-interval-updates, as the WMT configs do).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh"
 
 KIND=--num-epoch-checkpoints
 case ${1:-} in
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    -h|--help) header_usage; exit 0 ;;
     --updates) KIND=--num-update-checkpoints; shift ;;
 esac
 if (($# < 1)); then

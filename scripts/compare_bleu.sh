@@ -20,10 +20,11 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$ROOT/scripts/usage.sh"
 PYTHON=${PYTHON:-python3}
 JOBS=1
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0
+    header_usage; exit 0
 fi
 if [[ ${1:-} == --jobs ]]; then JOBS=${2:?}; shift 2; fi
 if (($# < 4)); then

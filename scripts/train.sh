@@ -15,9 +15,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 
-usage() {
-    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
-}
+source "$ROOT/scripts/usage.sh"
+usage() { header_usage; }
 
 HYDRA=""
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then usage; exit 0; fi
