@@ -79,9 +79,13 @@ def test_architectures_set_defaults(tiny_databin, arch, dims):
 
 
 def test_paper_architecture_sizes(tiny_databin):
-    """Section 3: d 300, six branches of 50, PCNN 341 wide, dropout 0.1."""
+    """Section 3: d 300, six branches of 50, PCNN 341 wide (then 300), dropout 0.1."""
     args = parse(tiny_databin, arch="tree_composition_transformer_paper")
     assert (args.encoder_embed_dim // args.encoder_attention_heads, args.dropout) == (50, 0.1)
+    _, model = build(tiny_databin, arch="tree_composition_transformer_paper")
+    composition = model.encoder.compositions[0]
+    assert (composition.num_branches, composition.branch_dim, composition.dropout) == (6, 50, 0.1)
+    assert composition.ffn_in_weight.shape == (6, 300, 341) and composition.ffn_out_weight.shape == (6, 341, 300)
 
 
 def test_earlier_checkpoint_args_get_the_earlier_model(tiny_databin):
