@@ -269,10 +269,13 @@ class System:
 
     def dims(self) -> dict:
         encoder, decoder = self.model.encoder, self.model.decoder
+        # An encoder may have no transformer layers (the attention composition over embeddings).
+        ffn = encoder.layers[0].fc1.out_features if len(encoder.layers) else "-"
+        heads = encoder.layers[0].self_attn.num_heads if len(encoder.layers) else "-"
         return {
             "embed dim (enc/dec)": f"{encoder.embed_tokens.embedding_dim}/{decoder.embed_tokens.embedding_dim}",
-            "ffn dim (enc/dec)": f"{encoder.layers[0].fc1.out_features}/{decoder.layers[0].fc1.out_features}",
-            "heads (enc/dec)": f"{encoder.layers[0].self_attn.num_heads}/{decoder.layers[0].self_attn.num_heads}",
+            "ffn dim (enc/dec)": f"{ffn}/{decoder.layers[0].fc1.out_features}",
+            "heads (enc/dec)": f"{heads}/{decoder.layers[0].self_attn.num_heads}",
             "layers (enc+dec)": f"{len(encoder.layers)}+{len(decoder.layers)}",
         }
 

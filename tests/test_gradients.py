@@ -20,6 +20,10 @@ TRANSLATION_MODELS = [
     ("treeformer_tiny", ()),
     ("tree_pe_transformer_tiny", ()),
     ("tree_composition_transformer_tiny", ()),
+    ("tree_composition_transformer_tiny", ("--composition-leaves", "contextual", "--node-labels")),
+    ("tree_composition_transformer_tiny", ("--composition-branch-residual", "head")),
+    ("tree_composition_transformer_tiny", ("--composition-form", "residual_mean", "--composition-leaves", "contextual",
+                                           "--node-labels")),
 ]
 
 
