@@ -16,6 +16,7 @@ from helpers import (
     check_beam_scores_equal_full_sequence_scores,
     check_encoder_batch_invariance,
     check_generation_batch_invariance,
+    check_incremental_decoding,
     check_incremental_decoding_as_the_generator,
     train_and_generate,
 )
@@ -82,6 +83,7 @@ def test_generation_is_batch_invariant(model, beam):
 
 def test_incremental_decoding_matches_full_forward(model):
     task, net = model
+    check_incremental_decoding(task, net, by_length(task)[10:13])
     check_incremental_decoding_as_the_generator(task, net, by_length(task)[-3:])
 
 

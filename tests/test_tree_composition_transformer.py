@@ -5,20 +5,11 @@ encoder and of generation, incremental decoding against the full forward pass, a
 fairseq-generate end to end on the tiny data-bin."""
 
 import functools
-import re
 
 import pytest
 import torch
 from fairseq import options
-from helpers import (
-    by_length,
-    check_beam_scores_equal_full_sequence_scores,
-    check_encoder_batch_invariance,
-    check_generation_batch_invariance,
-    check_incremental_decoding,
-    collate,
-    train_and_generate,
-)
+from helpers import by_length, check_encoder_batch_invariance, collate
 
 import helpers
 from tree_fairseq.models.tree_composition_transformer import TreeCompositionTransformerModel
@@ -208,30 +199,3 @@ def test_variants_build_and_run(tiny_databin, flags):
 def test_composition_layers_must_be_positive(tiny_databin):
     with pytest.raises(ValueError, match="composition-layers"):
         build(tiny_databin, "--composition-layers", "0", arch=ARCH)
-
-
-@pytest.mark.parametrize("left_pad_source", [True, False])
-def test_encoder_output_is_batch_invariant(tiny_databin, left_pad_source):
-    check_encoder_batch_invariance(*build(tiny_databin, arch=ARCH, left_pad_source=left_pad_source))
-
-
-@pytest.mark.parametrize("beam", [1, 3])
-def test_generation_is_batch_invariant(tiny, beam):
-    check_generation_batch_invariance(*tiny, beam)
-
-
-def test_incremental_decoding_matches_full_forward(tiny):
-    task, model = tiny
-    check_incremental_decoding(task, model, by_length(task)[10:13])
-
-
-def test_beam_search_scores_equal_full_sequence_scores(tiny):
-    task, model = tiny
-    check_beam_scores_equal_full_sequence_scores(task, model, by_length(task)[20:26])
-
-
-def test_fairseq_train_and_generate(tiny_databin, tmp_path):
-    stdout = train_and_generate(tiny_databin, tmp_path, ARCH, "--share-all-embeddings")
-    hypotheses = re.findall(r"^H-(\d+)\t", stdout, flags=re.M)
-    assert sorted(map(int, hypotheses)) == list(range(40))
-    assert "Generate test with beam=3: BLEU4" in stdout
