@@ -67,6 +67,7 @@ import sys
 import time
 import traceback
 from argparse import Namespace
+from dataclasses import dataclass, field
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # above kineto's highest level: no profiler start/stop lines
 
@@ -503,13 +504,34 @@ def repeatability(timings, chunks, what):
               f"batches); rerun {advice}, or with more --updates / --gen-rounds")
 
 
-def main():
-    a = parse_args()
+@dataclass
+class Measurements:
+    """What :func:`measure` took, for :func:`report`; a measurement that failed is None and named in
+    ``errors``."""
+
+    device: Device
+    pair: tuple  # (baseline System, tree System)
+    task: object
+    lengths: list
+    timed_batches: list
+    flop_batches: list
+    memory_batches: list
+    gen_batches: list
+    train: tuple | None
+    memory: dict | None
+    flops: dict | None
+    generation: tuple | None
+    sweep: dict | None
+    memory_self_check: tuple  # (expected, measured) MiB
+    load_at_start: str
+    started: float
+    errors: list = field(default_factory=list)
+
+
+def measure(a) -> Measurements:
+    """Every measurement of one run, the two models alternated on the same batches; prints only
+    progress (stderr) and the tracebacks of what failed."""
     device = Device(torch.cuda.is_available() and not a.cpu)
-    if a.fp16 and not device.cuda:
-        sys.exit("--fp16 needs CUDA")
-    if a.threads:
-        torch.set_num_threads(a.threads)
     lengths = [int(x) for x in a.lengths.split(",")]
     errors = []
 
@@ -532,7 +554,6 @@ def main():
     task.load_dataset("train")
     task.load_dataset(a.gen_split)
     expected, measured = device.self_check()
-    memory_check_ok = abs(measured - expected) <= 0.01 * expected
 
     batches = [device.to(b) for b in training_batches(task, pair, a, a.warmup + a.updates)]
     timed_batches = batches[a.warmup:]
@@ -549,10 +570,23 @@ def main():
     generation = attempt("generation speed", lambda: measure_generation(device, pair, gen_batches, a))
     progress("encoder memory over source length")
     sweep = attempt("encoder memory", lambda: measure_encoder_memory(device, pair, task, lengths, a.sweep_batch_size))
+    return Measurements(device, pair, task, lengths, timed_batches, flop_batches, memory_batches, gen_batches,
+                        train, memory, flops, generation, sweep, (expected, measured), load_at_start, started, errors)
+
+
+def report(a, m: Measurements) -> None:
+    """The setup, the results against the targets, the memory sweep and how each was measured."""
+    device, pair, task, lengths = m.device, m.pair, m.task, m.lengths
+    baseline, tree = pair
+    timed_batches, flop_batches, memory_batches, gen_batches = (
+        m.timed_batches, m.flop_batches, m.memory_batches, m.gen_batches)
+    train, memory, flops, generation, sweep = m.train, m.memory, m.flops, m.generation, m.sweep
+    expected, measured = m.memory_self_check
+    memory_check_ok = abs(measured - expected) <= 0.01 * expected
 
     # --- setup
     print(f"\n== {a.tree_arch} vs fairseq's {a.baseline_arch}: speed and memory ==")
-    print(f"device: {device.describe()}; 1-min load average {load_at_start} at start, {load_note()} at end "
+    print(f"device: {device.describe()}; 1-min load average {m.load_at_start} at start, {load_note()} at end "
           f"({os.cpu_count()} CPUs; a busy machine makes the speed rows noisy)")
     print(f"data-bin: {a.data} ({task.cfg.source_lang} -> {task.cfg.target_lang}); "
           f"batches: fairseq's tree_translation batching, --max-tokens {a.max_tokens} (leaves + nodes), "
@@ -674,11 +708,20 @@ def main():
     check = "OK" if memory_check_ok else "FAIL (the memory rows are unreliable)"
     print(f"- memory method self-check (4 MiB and 8 MiB alive together, freed, then 2 MiB): expected "
           f"{expected:.2f} MiB, measured {measured:.2f} MiB: {check}")
-    print(f"- total time {time.perf_counter() - started:.0f} s")
-    if errors:
-        print(f"\nNOT MEASURED (see the tracebacks above): {', '.join(errors)}")
-        return 1
-    return 0
+    print(f"- total time {time.perf_counter() - m.started:.0f} s")
+    if m.errors:
+        print(f"\nNOT MEASURED (see the tracebacks above): {', '.join(m.errors)}")
+
+
+def main():
+    a = parse_args()
+    if a.fp16 and not (torch.cuda.is_available() and not a.cpu):
+        sys.exit("--fp16 needs CUDA")
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    measurements = measure(a)
+    report(a, measurements)
+    return 1 if measurements.errors else 0
 
 
 if __name__ == "__main__":
