@@ -127,16 +127,21 @@ def test_checkpoints_of_the_earlier_height_count_and_forms_load(composition, poo
     old = {f"chart.{key}": value for key, value in trained.state_dict().items() if key != "version"}
     leaves, mask, _ = padded_batch(5)
     expected = trained(leaves, mask)
-    for checkpoint in (old, None):
-        loaded = TreeformerChart(DIM, 4)  # the old run's --chart-max-height 4
-        state = dict(old if checkpoint is not None else saved_again)
-        loaded.upgrade_state_dict_named(state, "chart")
-        loaded.load_state_dict({key[len("chart."):]: value for key, value in state.items()})
-        assert (loaded.composition_form, loaded.pooling_form, loaded.max_span) == (composition, pooling, 5)
-        result = loaded(leaves, mask)
+
+    def load(state):
+        chart = TreeformerChart(DIM, 4)  # the old run's --chart-max-height 4
+        state = dict(state)
+        chart.upgrade_state_dict_named(state, "chart")
+        chart.load_state_dict({key[len("chart."):]: value for key, value in state.items()})
+        assert (chart.composition_form, chart.pooling_form, chart.max_span) == (composition, pooling, 5)
+        result = chart(leaves, mask)
         torch.testing.assert_close(result.cells, expected.cells, atol=0, rtol=0)
         assert torch.equal(result.padding_mask, expected.padding_mask)
-        saved_again = {f"chart.{key}": value for key, value in loaded.state_dict().items()}
+        return {f"chart.{key}": value for key, value in chart.state_dict().items()}
+
+    saved_again = load(old)
+    assert float(saved_again["chart.version"][0]) == 1
+    load(saved_again)
     # A checkpoint of this version keeps H as the longest span.
     current = TreeformerChart(DIM, 5)
     state = {f"chart.{key}": value for key, value in trained.state_dict().items()}
