@@ -18,6 +18,7 @@ TRANSLATION_MODELS = [
     ("tree_transformer_tiny", ("--no-tree-cross-attention", "--no-subtree-mask")),
     ("constituent_transformer_tiny", ()),
     ("treeformer_tiny", ()),
+    ("treeformer_tiny", ("--chart-composition", "gelu_layernorm", "--chart-pooling", "vector")),
     ("tree_pe_transformer_tiny", ()),
     ("tree_composition_transformer_tiny", ()),
     ("tree_composition_transformer_tiny", ("--composition-leaves", "contextual", "--node-labels")),

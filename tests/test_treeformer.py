@@ -1,5 +1,5 @@
-"""The ``treeformer`` model: architectures, the encoder memory (tokens then chart cells, EOS in no
-span), batch invariance, incremental decoding against the full forward pass, and fairseq-train +
+"""The ``treeformer`` model: architectures and the chart's options, the encoder memory (tokens then
+chart cells of 2 … H tokens, EOS in no span), checkpoints of the earlier forms, batch invariance, incremental decoding against the full forward pass, and fairseq-train +
 fairseq-generate end to end on the tiny tree data-bin (``--task tree_translation``) and on a plain
 fairseq-preprocess data-bin (``--task translation``)."""
 
@@ -39,8 +39,21 @@ def test_architectures_set_defaults(tiny_databin, arch, dims):
     assert (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads,
             args.encoder_layers, args.decoder_layers) == dims
     assert (args.chart_max_height, args.no_chart_checkpointing) == (10, False)
-    args = parse(tiny_databin, "--chart-max-height", "3", "--no-chart-checkpointing", arch=arch)
+    assert (args.chart_composition, args.chart_pooling) == ("linear", "query_key")
+    args = parse(tiny_databin, "--chart-max-height", "3", "--no-chart-checkpointing", "--chart-composition",
+                 "gelu_layernorm", "--chart-pooling", "vector", arch=arch)
     assert (args.chart_max_height, args.no_chart_checkpointing) == (3, True)
+    assert (args.chart_composition, args.chart_pooling) == ("gelu_layernorm", "vector")
+
+
+def test_options_reach_the_chart(tiny_databin):
+    _, model = build(tiny_databin)
+    chart = model.encoder.chart
+    assert (chart.max_span, chart.composition_form, chart.pooling_form) == (10, "linear", "query_key")
+    _, model = build(tiny_databin, "--chart-max-height", "3", "--chart-composition", "gelu_layernorm",
+                     "--chart-pooling", "vector")
+    chart = model.encoder.chart
+    assert (chart.max_span, chart.composition_form, chart.pooling_form) == (3, "gelu_layernorm", "vector")
 
 
 @pytest.mark.parametrize("left_pad_source", [True, False])
@@ -52,20 +65,20 @@ def test_memory_is_tokens_then_chart_cells_without_eos(tiny_databin, left_pad_so
     with torch.no_grad():
         out = model.encoder.forward_torchscript(batch["net_input"])
     memory, mask = out["encoder_out"][0], out["encoder_padding_mask"][0]
-    height = min(4, length - 1)
-    assert memory.shape == (length + height * length, batch_size, 32)
-    assert mask.shape == (batch_size, length + height * length)
+    levels = min(4, length) - 1  # the spans of 2, 3 and 4 tokens
+    assert memory.shape == (length + levels * length, batch_size, 32)
+    assert mask.shape == (batch_size, length + levels * length)
     assert torch.equal(mask[:, :length], src_tokens.eq(task.source_dictionary.pad()))
     assert torch.equal(mask[:, length:], out["chart_padding_mask"][0])
-    cells = mask[:, length:].view(batch_size, height, length)  # [b, h - 1, i]: span [i, i + h]
+    cells = mask[:, length:].view(batch_size, levels, length)  # [b, h - 2, i]: the span of h tokens from i
     for b in range(batch_size):
         words = src_tokens[b].ne(task.source_dictionary.pad()) & src_tokens[b].ne(task.source_dictionary.eos())
         positions = words.nonzero().flatten().tolist()
         first, last = positions[0], positions[-1]
-        for h in range(1, height + 1):
+        for h in range(2, levels + 2):
             for i in range(length):
-                inside = first <= i and i + h <= last  # the EOS column is past `last`
-                assert bool(cells[b, h - 1, i]) == (not inside)
+                inside = first <= i and i + h - 1 <= last  # the EOS column is past `last`
+                assert bool(cells[b, h - 2, i]) == (not inside)
     assert (memory[length:].transpose(0, 1)[mask[:, length:]] == 0).all()
 
 
@@ -125,8 +138,24 @@ def test_training_step_reaches_the_chart(tiny_databin):
                                              ignore_index=task.target_dictionary.pad())
     loss.backward()
     assert torch.isfinite(loss)
-    assert model.encoder.chart.compose.weight.grad.abs().sum() > 0
-    assert model.encoder.chart.pooling_query.grad.abs().sum() > 0
+    for name, parameter in model.encoder.chart.named_parameters():  # W, K, Q and w
+        assert parameter.grad.abs().sum() > 0, name
+
+
+def test_checkpoint_of_the_earlier_forms_and_height_count_loads(tiny_databin):
+    """A state dict of this model before the chart followed eqs. 1-2 and counted H in tokens (no
+    ``encoder.chart.version``; its H counted the heights above the tokens) loads into a model
+    built with the defaults and that checkpoint's H, through fairseq's load_state_dict, and
+    gives that model's output."""
+    task, earlier = build(tiny_databin, "--chart-max-height", "5", "--chart-composition", "gelu_layernorm",
+                          "--chart-pooling", "vector", seed=3)
+    state = {key: value for key, value in earlier.state_dict().items() if key != "encoder.chart.version"}
+    _, model = build(tiny_databin, "--chart-max-height", "4")
+    model.load_state_dict(state, strict=True)
+    assert (model.encoder.chart.composition_form, model.encoder.chart.pooling_form) == ("gelu_layernorm", "vector")
+    net_input = collate(task, by_length(task)[-4:])["net_input"]
+    with torch.no_grad():
+        torch.testing.assert_close(model(**net_input)[0], earlier(**net_input)[0], atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("task, databin", [("tree_translation", "tiny_databin"), ("translation", "plain_databin")])

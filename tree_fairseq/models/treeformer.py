@@ -1,34 +1,40 @@
 """The Treeformer (Patel and Flanigan, "Forming Trees with Treeformers", arXiv 2207.06960): the
-fairseq wiring of :mod:`tree_fairseq.modules.treeformer_chart`.
+fairseq wiring of :mod:`tree_fairseq.modules.treeformer_chart` (eqs. 1-2; docs/methods.md,
+section 4, lists each printed equation and setting against this code).
 
 The structure is induced from the text, so the model reads only ``src_tokens`` and
 ``src_lengths``: it trains on fairseq's ``--task translation`` with a plain fairseq-preprocess
 data-bin, and on ``--task tree_translation``, whose tree keys it accepts and ignores.
 
-Encoder: fairseq's transformer encoder, then the CKY-style chart over its output (spans of
-2 … H + 1 tokens, ``--chart-max-height H``, default 10). EOS is treated as padding by the chart,
-so it lies in no span; it stays a token the decoder attends to.
+Encoder: fairseq's transformer encoder, then the CKY-style chart over its output (§3.2, "Use in
+Downstream Tasks"): its first row is the encoder's tokens, and it builds the spans of
+2 … H tokens, ``--chart-max-height H``, default 10 (§4). EOS is treated as padding by the
+chart, so it lies in no span; it stays a token the decoder attends to.
 
-Decoder: fairseq's transformer decoder. Its memory is the tokens followed by the chart cells,
-``encoder_out["encoder_out"] = [tokens; cells]`` ``(n + H'·n, B, C)`` with the combined key
-padding mask ``(B, n + H'·n)`` (cells level by level, :meth:`Chart.flatten`), so fairseq's own
-cross-attention, its key/value cache and beam reordering serve it unchanged. ``H' = min(H, n - 1)``
+Decoder: fairseq's transformer decoder; its cross-attention memory is the whole chart, the tokens
+(the chart's first row) followed by the cells above them,
+``encoder_out["encoder_out"] = [tokens; cells]`` ``(n + L·n, B, C)`` with the combined key
+padding mask ``(B, n + L·n)`` (cells height by height, :meth:`Chart.flatten`), so fairseq's own
+cross-attention, its key/value cache and beam reordering serve it unchanged. ``L = min(H, n) - 1``
 for the batch's width ``n``; cells of spans that hold padding or EOS are masked.
-``encoder_out["chart_padding_mask"]`` ``(B, H'·n)`` is the cells' part of that mask.
+``encoder_out["chart_padding_mask"]`` ``(B, L·n)`` is the cells' part of that mask.
+
+Options: ``--chart-composition gelu_layernorm`` and ``--chart-pooling vector``, this plugin's
+earlier forms of eqs. 1 and 2 (checkpoints of those forms load with them unasked).
 
 Choices, made here:
 
 - the chart reads the encoder's final output (after the final layer norm with
-  ``--encoder-normalize-before``); the leaves ``r_{i,i}`` are the tokens themselves, so the token
+  ``--encoder-normalize-before``); the tokens ``r_{i,i}`` enter the chart unchanged, so the token
   part of the memory is exactly fairseq's encoder output.
 - the cross-attention weights handed to fairseq (``attn``, for ``--print-alignment``) are the
   token columns of the head-averaged weights, so that they index source tokens as fairseq's
   alignment code expects.
 """
-
 from dataclasses import dataclass, field
 
 import torch
+from fairseq.dataclass import ChoiceEnum
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
@@ -43,7 +49,7 @@ from tree_fairseq.models.common import (
     TextSourceTransformerModel,
     tiny_defaults,
 )
-from tree_fairseq.modules.treeformer_chart import TreeformerChart
+from tree_fairseq.modules.treeformer_chart import COMPOSITIONS, POOLINGS, TreeformerChart
 
 
 @dataclass
@@ -51,11 +57,23 @@ class TreeformerConfig(TransformerConfig):
     """fairseq's transformer options plus the chart's."""
 
     chart_max_height: int = field(
-        default=10, metadata={"help": "H: the chart holds the spans of 2 … H + 1 tokens (default: 10)"}
+        default=10,
+        metadata={"help": "H: the longest span of the chart, in tokens; the chart holds the tokens and the spans "
+                          "of 2 … H tokens (default: 10)"},
+    )
+    chart_composition: ChoiceEnum(COMPOSITIONS) = field(
+        default="linear",
+        metadata={"help": "composition of a split: 'linear', W·[left; right] (eq. 1); 'gelu_layernorm', "
+                          "LayerNorm(GELU(W·[left; right] + b)) (this plugin's earlier form)"},
+    )
+    chart_pooling: ChoiceEnum(POOLINGS) = field(
+        default="query_key",
+        metadata={"help": "pooling of a span's splits: 'query_key', softmax(K c · Q w / sqrt(d)) (eq. 2); "
+                          "'vector', softmax(u · c), one learned u (this plugin's earlier form)"},
     )
     no_chart_checkpointing: bool = field(
         default=False,
-        metadata={"help": "keep each chart level's compositions for the backward pass instead of recomputing "
+        metadata={"help": "keep each chart height's gathered halves for the backward pass instead of recomputing "
                           "them: faster, but O(n·H²·d) training memory per sentence instead of O(n·H·d)"},
     )
 
@@ -63,9 +81,9 @@ class TreeformerConfig(TransformerConfig):
 class TreeformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
     """fairseq's transformer encoder followed by a :class:`TreeformerChart`.
 
-    Its output is fairseq's encoder dictionary whose ``encoder_out`` ``(n + H'·n, B, C)`` and
-    ``encoder_padding_mask`` ``(B, n + H'·n)`` hold the tokens then the chart cells, plus
-    ``chart_padding_mask`` ``(B, H'·n)``. ``encoder_embedding`` and ``encoder_states`` are the
+    Its output is fairseq's encoder dictionary whose ``encoder_out`` ``(n + L·n, B, C)`` and
+    ``encoder_padding_mask`` ``(B, n + L·n)`` hold the tokens then the chart cells, plus
+    ``chart_padding_mask`` ``(B, L·n)``. ``encoder_embedding`` and ``encoder_states`` are the
     tokens' only.
     """
 
@@ -74,7 +92,11 @@ class TreeformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
     def __init__(self, cfg, dictionary, embed_tokens):
         super().__init__(cfg, dictionary, embed_tokens)
         self.chart = TreeformerChart(
-            embed_tokens.embedding_dim, cfg.chart_max_height, checkpoint_levels=not cfg.no_chart_checkpointing
+            embed_tokens.embedding_dim,
+            cfg.chart_max_height,
+            checkpoint_levels=not cfg.no_chart_checkpointing,
+            composition=str(cfg.chart_composition),
+            pooling=str(cfg.chart_pooling),
         )
 
     def forward(
@@ -92,10 +114,10 @@ class TreeformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
         tokens = encoder_out["encoder_out"][0]  # (n, B, C)
         token_padding_mask = encoder_out["encoder_padding_mask"][0]  # (B, n)
         chart = self.chart(tokens.transpose(0, 1), token_padding_mask | src_tokens.eq(self.dictionary.eos()))
-        cells, cell_padding_mask = chart.flatten()  # (B, H'·n, C), (B, H'·n)
+        cells, cell_padding_mask = chart.flatten()  # (B, L·n, C), (B, L·n)
         return {
             **encoder_out,
-            "encoder_out": [torch.cat([tokens, cells.transpose(0, 1)], dim=0)],  # (n + H'·n, B, C)
+            "encoder_out": [torch.cat([tokens, cells.transpose(0, 1)], dim=0)],  # (n + L·n, B, C)
             "encoder_padding_mask": [torch.cat([token_padding_mask, cell_padding_mask], dim=1)],
             "chart_padding_mask": [cell_padding_mask],
         }
@@ -141,6 +163,8 @@ class TreeformerModel(TextSourceTransformerModel):
 @register_model_architecture("treeformer", "treeformer")
 def treeformer(args):
     args.chart_max_height = getattr(args, "chart_max_height", 10)
+    args.chart_composition = getattr(args, "chart_composition", "linear")
+    args.chart_pooling = getattr(args, "chart_pooling", "query_key")
     args.no_chart_checkpointing = getattr(args, "no_chart_checkpointing", False)
     base_architecture(args)
 
