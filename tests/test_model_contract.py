@@ -94,7 +94,9 @@ def test_beam_search_scores_equal_full_sequence_scores(model):
 
 def test_fairseq_train_and_generate(case, tmp_path):
     arch, task, databin = case
-    stdout = train_and_generate(databin, tmp_path, arch, "--share-all-embeddings", task=task, max_update=3)
+    stdout = train_and_generate(databin, tmp_path, arch, "--share-all-embeddings", task=task, max_update=3,
+                                generate_flags=("--print-alignment",))
     hypotheses = re.findall(r"^H-(\d+)\t", stdout, flags=re.M)
     assert sorted(map(int, hypotheses)) == list(range(40))
+    assert len(re.findall(r"^A-\d+\t", stdout, flags=re.M)) == 40  # alignments index the source tokens
     assert "Generate test with beam=3: BLEU4" in stdout

@@ -1,21 +1,15 @@
 """The ``treeformer`` model: architectures and the chart's options, the encoder memory (tokens then
-chart cells of 2 … H tokens, EOS in no span), checkpoints of the earlier forms, batch invariance, incremental decoding against the full forward pass, and fairseq-train +
-fairseq-generate end to end on the tiny tree data-bin (``--task tree_translation``) and on a plain
-fairseq-preprocess data-bin (``--task translation``)."""
+chart cells of 2 … H tokens, EOS in no span), checkpoints of the earlier forms, and the chart's
+padding mask following the beam. What every model owes fairseq (batch invariance, incremental
+decoding, beam scores, fairseq-train + fairseq-generate on tree and plain data-bins) is
+test_model_contract.py's."""
 
 import functools
-import re
 
 import pytest
 import torch
 from helpers import by_source_length as by_length
-from helpers import (
-    check_beam_scores_equal_full_sequence_scores,
-    check_incremental_decoding_as_the_generator,
-    collate,
-    row_of,
-    train_and_generate,
-)
+from helpers import check_incremental_decoding_as_the_generator, collate
 
 import helpers
 
@@ -82,25 +76,6 @@ def test_memory_is_tokens_then_chart_cells_without_eos(tiny_databin, left_pad_so
     assert (memory[length:].transpose(0, 1)[mask[:, length:]] == 0).all()
 
 
-@pytest.mark.parametrize("left_pad_source", [True, False])
-def test_encoder_output_is_batch_invariant(tiny_databin, left_pad_source):
-    task, model = build(tiny_databin, left_pad_source=left_pad_source)
-    order = by_length(task)
-    with torch.no_grad():
-        for index in order[:3] + order[20:22]:
-            alone = collate(task, [index])
-            batch = collate(task, [index, *order[-3:]])
-            row = row_of(batch, index)
-            out_alone = model.encoder.forward_torchscript(alone["net_input"])
-            out_batch = model.encoder.forward_torchscript(batch["net_input"])
-            real_alone = ~out_alone["encoder_padding_mask"][0][0]
-            real = ~out_batch["encoder_padding_mask"][0][row]
-            # tokens, then the real cells level by level, left to right: the same order alone and batched
-            assert real.sum() == real_alone.sum() < real.numel()
-            torch.testing.assert_close(
-                out_batch["encoder_out"][0][real, row], out_alone["encoder_out"][0][real_alone, 0], atol=1e-5, rtol=0)
-
-
 def test_tree_keys_are_ignored(tiny):
     task, model = tiny
     net_input = collate(task, by_length(task)[-4:])["net_input"]
@@ -122,11 +97,6 @@ def test_incremental_decoding_matches_full_forward(tiny):
     task, model = tiny
     encoder_out = check_incremental_decoding_as_the_generator(task, model, by_length(task)[-3:])
     assert encoder_out["chart_padding_mask"][0].size(0) == 4
-
-
-def test_beam_search_scores_equal_full_sequence_scores(tiny):
-    task, model = tiny
-    check_beam_scores_equal_full_sequence_scores(task, model, by_length(task)[20:26])
 
 
 def test_training_step_reaches_the_chart(tiny_databin):
@@ -156,13 +126,3 @@ def test_checkpoint_of_the_earlier_forms_and_height_count_loads(tiny_databin):
     net_input = collate(task, by_length(task)[-4:])["net_input"]
     with torch.no_grad():
         torch.testing.assert_close(model(**net_input)[0], earlier(**net_input)[0], atol=0, rtol=0)
-
-
-@pytest.mark.parametrize("task, databin", [("tree_translation", "tiny_databin"), ("translation", "plain_databin")])
-def test_fairseq_train_and_generate(request, tmp_path, task, databin):
-    stdout = train_and_generate(request.getfixturevalue(databin), tmp_path, ARCH, "--share-all-embeddings",
-                                task=task, max_update=3, generate_flags=("--print-alignment",))
-    hypotheses = re.findall(r"^H-(\d+)\t", stdout, flags=re.M)
-    assert sorted(map(int, hypotheses)) == list(range(40))
-    assert len(re.findall(r"^A-\d+\t", stdout, flags=re.M)) == 40  # alignments index the tokens
-    assert "Generate test with beam=3: BLEU4" in stdout
