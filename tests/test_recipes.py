@@ -250,10 +250,65 @@ def test_config_as_fairseq_train_flags(tmp_path, tiny_databin, name):
     args = options.parse_args_and_arch(options.get_training_parser(), flags)
     assert args.data == str(tiny_databin) and args.task == config["task"]["_name"]
     assert args.arch == config["model"]["_name"] and args.dropout == config["model"]["dropout"]
-    assert args.lr == config["optimization"]["lr"] and args.max_tokens == config["dataset"]["max_tokens"]
+    assert args.lr == config["optimization"]["lr"] and args.max_tokens == config["dataset"].get("max_tokens")
+    assert args.batch_size == config["dataset"].get("batch_size")
     assert args.warmup_updates == config["lr_scheduler"]["warmup_updates"]
     assert args.criterion == "label_smoothed_cross_entropy" and args.label_smoothing == 0.1
-    assert (args.task == "tree_translation") == ("tree" in name)
+    if name in TWINS.values():
+        assert args.task == "translation"
+    else:
+        assert args.task in ("translation", "tree_translation") and name in TWINS
+
+
+# Each tree config and its baseline: fairseq's transformer with the same data, sizes and training.
+TWINS = {
+    "iwslt_tree_transformer": "iwslt_transformer",
+    "wmt14_en_de_tree_transformer_base": "wmt14_en_de_transformer_base",
+    "wmt14_en_de_tree_transformer_big": "wmt14_en_de_transformer_big",
+    "gigaword_tree_transformer": "gigaword_transformer",
+    "quickstart_tree_transformer": "quickstart_transformer",
+    "iwslt_constituent_transformer": "iwslt_constituent_transformer_baseline",
+    "iwslt_treeformer": "iwslt_treeformer_baseline",
+    "iwslt_tree_pe_transformer": "iwslt_tree_pe_transformer_baseline",
+    "iwslt_tree_composition_transformer": "iwslt_tree_composition_transformer_baseline",
+}
+
+
+def test_every_config_is_one_of_a_pair():
+    assert len(set(TWINS.values())) == len(TWINS) and not set(TWINS) & set(TWINS.values())
+    assert set(config_names()) == set(TWINS) | set(TWINS.values())
+
+
+def model_options(arch):
+    """The option names (dests) of the model class of ``arch``."""
+    import argparse
+
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    parser = argparse.ArgumentParser()
+    ARCH_MODEL_REGISTRY[arch].add_args(parser)
+    return {action.dest for action in parser._actions}
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_twins_differ_only_in_task_and_arch(name):
+    import tree_fairseq.models  # noqa: F401  (registers the plugin's architectures)
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.models.transformer import TransformerModel
+
+    tree = yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text())
+    baseline = yaml.safe_load((ROOT / "configs" / f"{TWINS[name]}.yaml").read_text())
+    tree_arch, baseline_arch = tree["model"].pop("_name"), baseline["model"].pop("_name")
+    assert ARCH_MODEL_REGISTRY[baseline_arch] is TransformerModel  # fairseq's own transformer
+    assert ARCH_MODEL_REGISTRY[tree_arch].__module__.startswith("tree_fairseq.")
+    assert baseline["task"].pop("_name") == "translation"
+    assert tree["task"].pop("_name") in ("translation", "tree_translation")
+    # The tree model's own options, which fairseq's transformer does not have, are the only extra keys.
+    own = set(tree["model"]) - set(baseline["model"])
+    assert not own & model_options(baseline_arch) and own <= model_options(tree_arch), own
+    for key in own:
+        del tree["model"][key]
+    assert tree == baseline
 
 
 # Nguyen et al. (ICLR 2020), section 5.1 and appendix 7.4: (d, d_ffn, heads, dropout, attention
@@ -287,6 +342,66 @@ def test_configs_have_the_paper_settings(setting, model):
     if model == "tree_transformer":
         assert args.hier_embed_size == 100  # |E| (appendix 7.4)
         assert not (args.no_hier_embed or args.no_subtree_mask or args.no_tree_cross_attention)
+
+
+# The other methods' configs (configs/README.md has the table with the sources): for the tree config
+# and its baseline, then for the tree config only, the option values fairseq-train runs with.
+# Settings the papers do not state for translation are fairseq's IWSLT recipe, 60k updates.
+IWSLT_RECIPE = dict(dropout=0.3, attention_dropout=0.0, activation_dropout=0.0, optimizer="adam",
+                    adam_betas="(0.9,0.98)", lr=[5e-4], lr_scheduler="inverse_sqrt", warmup_updates=4000,
+                    weight_decay=1e-4, label_smoothing=0.1, max_update=60_000, max_tokens=4096, batch_size=None,
+                    update_freq=[1], clip_norm=0.0, share_decoder_input_output_embed=True, eval_bleu=True,
+                    best_checkpoint_metric="bleu")
+
+
+def sizes(d, ffn, heads, encoder_layers, decoder_layers):
+    return dict(encoder_embed_dim=d, encoder_ffn_embed_dim=ffn, encoder_attention_heads=heads,
+                encoder_layers=encoder_layers, decoder_embed_dim=d, decoder_ffn_embed_dim=ffn,
+                decoder_attention_heads=heads, decoder_layers=decoder_layers)
+
+
+METHOD_SETTINGS = {
+    # Wang et al. (2019), section 7.1: 512, 8 heads, ffn 2048, dropout 0.1; L = 10 (Tables 1-2).
+    "iwslt_constituent_transformer": (
+        {**IWSLT_RECIPE, **sizes(512, 2048, 8, 10, 6), "dropout": 0.1},
+        {"renormalize_constituent_attention": False},
+    ),
+    # Patel and Flanigan, Table 1: 6 + 6 layers, 512, ffn 1024; section 4: H = 10.
+    "iwslt_treeformer": (
+        {**IWSLT_RECIPE, **sizes(512, 1024, 4, 6, 6)},
+        {"chart_max_height": 10},
+    ),
+    # Shiv and Quirk, section 5: batch 128, dropout 0.1, clipping at 10, k = 32; section 5.2: 4 layers,
+    # d_model 256, ffn 1024, d_pos 2048 (32 weights p of 2k = 64 each).
+    "iwslt_tree_pe_transformer": (
+        {**IWSLT_RECIPE, **sizes(256, 1024, 4, 4, 4), "dropout": 0.1, "clip_norm": 10.0, "batch_size": 128,
+         "max_tokens": None},
+        {"tree_pe_max_depth": 32, "tree_pe_num_weights": 32},
+    ),
+    # Ahmed et al. (2019), section 3: d 300, 6 branches of 50, PCNN 341, dropout 0.1, leaves = embeddings
+    # (no encoder layers), one composition; the baseline's encoder has fairseq's 6 layers.
+    "iwslt_tree_composition_transformer": (
+        {**IWSLT_RECIPE, **sizes(300, 341, 6, 6, 6), "dropout": 0.1},
+        {"encoder_layers": 0, "composition_leaves": "embeddings", "composition_form": "paper",
+         "composition_layers": 1, "composition_branches": None, "node_labels": False},
+    ),
+}
+
+
+def parsed_config(name):
+    flags = config_args.config_to_args(config_args.load_config(str(ROOT / "configs" / f"{name}.yaml")))
+    return options.parse_args_and_arch(options.get_training_parser(), ["data", *flags, "--user-dir", USER_DIR])
+
+
+@pytest.mark.parametrize("side", ["tree", "baseline"])
+@pytest.mark.parametrize("name", sorted(METHOD_SETTINGS))
+def test_method_configs_have_the_paper_settings(name, side):
+    shared, tree_only = METHOD_SETTINGS[name]
+    expected = {**shared, **tree_only} if side == "tree" else shared
+    args = parsed_config(name if side == "tree" else TWINS[name])
+    assert {key: getattr(args, key) for key in expected} == expected
+    if name == "iwslt_tree_pe_transformer" and side == "tree":
+        assert args.tree_pe_num_weights * 2 * args.tree_pe_max_depth == 2048  # d_pos
 
 
 def test_config_overrides():
