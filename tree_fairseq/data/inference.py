@@ -65,7 +65,7 @@ class InferenceTrees:
                                     constraints=constraints, left_pad_source=left_pad_source)
         labels = ListDataset([label for label, _ in trees], sizes=[len(label) for label, _ in trees])
         spans = ListDataset([span for _, span in trees], sizes=[len(span) for _, span in trees])
-        return TreePairDataset(pairs, labels, spans, self.node_dict)
+        return TreePairDataset(pairs, labels, spans, self.node_dict, keep_every_sentence=True)
 
     def add_tree_inputs(self, net_input: dict) -> dict:
         """``net_input`` with ``src_tokens`` ``(B, n)`` (padded either side, EOS last) and
