@@ -3,8 +3,10 @@ every sentence of a generated split comes back, scores over a subset are refused
 at inference are named, resumed parsing notices edited input, and deep trees, bracket tokens, bad
 bytes and parser failures get a clear answer instead of a traceback."""
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +15,8 @@ from helpers import cli_args, subprocess_env, train_and_generate
 from tree_fairseq.tasks import TreeTranslationConfig, TreeTranslationTask
 
 ARCH = "tree_transformer_tiny"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
 
 
 def load_task(databin, split="valid", combine=False, **overrides):
@@ -75,3 +79,63 @@ def test_tree_generation_keeps_every_sentence_of_an_evaluated_split(plain_databi
         batches = task.get_batch_iterator(task.dataset("valid"), max_sentences=1, required_batch_size_multiple=8,
                                           max_positions=(1024, 1024)).next_epoch_itr(shuffle=False)
         assert len({i for batch in batches for i in batch["id"].tolist()}) == expected
+
+
+def test_max_tokens_below_a_sentences_leaves_and_nodes_skips_and_counts_it(tiny_databin, caplog):
+    import logging
+
+    task = load_task(tiny_databin)
+    dataset = task.dataset("valid")
+    sizes = dataset.num_tokens_vec(np.arange(len(dataset)))
+    too_big = int((sizes > 30).sum())
+    # leaves alone fit: fairseq's own filter (leaves against max_positions) keeps them all
+    assert too_big > 0 and (dataset.dataset.src_sizes <= 30).sum() > len(dataset) - too_big
+    with pytest.raises(Exception, match=r"Size of sample #\d+ is invalid: \d+ leaves \+ \d+ nodes = \d+ source "
+                                        r"tokens .* > --max-tokens 30; skip this example with "
+                                        "--skip-invalid-size-inputs-valid-test"):
+        task.get_batch_iterator(dataset, max_tokens=30, max_positions=(30, 30))
+    task = load_task(tiny_databin)
+    with caplog.at_level(logging.WARNING):
+        batches = task.get_batch_iterator(task.dataset("valid"), max_tokens=30, max_positions=(30, 30),
+                                          ignore_invalid_inputs=True)
+    kept = [i for batch in batches.next_epoch_itr(shuffle=False) for i in batch["id"].tolist()]
+    assert sorted(kept) == sorted(np.flatnonzero(sizes <= 30).tolist())
+    assert f"{too_big} samples have invalid sizes and will be skipped: source leaves + nodes" in caplog.text
+
+
+# Scores over part of a split are refused
+
+
+def write_generate_output(path, ids):
+    path.write_text("".join(f"S-{i}\tsrc\nT-{i}\tthe cat sat\nH-{i}\t-0.5\tthe cat sat\n" for i in ids))
+    return path
+
+
+def test_score_refuses_a_subset_and_names_the_missing_sentences(tmp_path, tiny_databin):
+    import score
+
+    output = write_generate_output(tmp_path / "generate-test.txt", [0, 1, 2, 5, 6])
+    cover = score.coverage(score.read_generate_ids(str(output)), score.split_size(str(tiny_databin), "test"))
+    assert cover == {"scored": 5, "split": 40, "missing": [3, 4] + list(range(7, 40))}
+    with pytest.raises(ValueError, match=r"hypotheses for 5 of the 40 sentences of .*: 35 missing \(ids 3, 4, 7, "):
+        score.check_coverage(cover, allow_subset=False)
+    score.check_coverage(cover, allow_subset=True)
+    # without the data-bin, a gap in the ids is still seen
+    with pytest.raises(SystemExit, match="hypotheses for 5 of the 7 sentences .* 2 missing \\(ids 3, 4\\)"):
+        score.main(["--generate-output", str(output), "--metrics", "tokbleu"])
+
+
+def test_generate_sh_refuses_a_score_over_skipped_sentences(tiny_databin, checkpoint, tmp_path):
+    root = subprocess_env()
+    command = ["bash", str(ROOT / "scripts" / "generate.sh"), "--metrics", "tokbleu", str(tiny_databin),
+               str(checkpoint), str(tmp_path / "out"), "--cpu", "--max-source-positions", "10",
+               "--skip-invalid-size-inputs-valid-test", "--beam", "2", "--max-len-a", "0", "--max-len-b", "5"]
+    env = {**root, "PYTHON": sys.executable, "PATH": f"{Path(sys.executable).parent}:{root['PATH']}"}
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert re.search(r"score.py: error: hypotheses for (\d+) of the 40 sentences of .* test: (\d+) missing \(ids ",
+                     result.stderr), result.stderr[-2000:]
+    result = subprocess.run(command[:4] + ["--allow-subset"] + command[4:], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    scored = int(re.search(r"SUBSET: (\d+) of 40 sentences scored", result.stdout).group(1))
+    assert 0 < scored < 40 and f"[SUBSET {scored}/40] tokenised BLEU" in result.stdout
