@@ -139,3 +139,54 @@ def test_generate_sh_refuses_a_score_over_skipped_sentences(tiny_databin, checkp
     assert result.returncode == 0, result.stderr[-2000:]
     scored = int(re.search(r"SUBSET: (\d+) of 40 sentences scored", result.stdout).group(1))
     assert 0 < scored < 40 and f"[SUBSET {scored}/40] tokenised BLEU" in result.stdout
+
+
+# Raw-text translation with a parser other than the training data's
+
+
+def test_inference_parser_labels_unseen_in_training_are_named(tagged_databin, caplog):
+    import logging
+
+    from tree_fairseq.data.inference import InferenceTrees
+
+    task = load_task(tagged_databin)
+    dataset = task.dataset("valid")
+    sources = [dataset[i]["source"] for i in range(len(dataset))]
+    # Trees by a parser whose labels the training data (a real parser's: S, NP, VP and tags) lacks.
+    trees = InferenceTrees(task.source_dictionary, task.node_dictionary, "balanced")
+    with pytest.raises(ValueError, match=r"the inference parser \(balanced\) labels its nodes @BPE, X, none of which "
+                                         r"the training data has \(.*NP.*\): every node would be <unk>"):
+        trees.dataset(sources, [len(s) for s in sources])
+    # Some labels unseen: counted, one warning with their share, the known ones kept.
+
+    class Relabelling:
+        def parse(self, sentences, first_line, source):
+            from tree_fairseq.trees import Node, Tree
+
+            return [Tree(tuple(words), (Node("NP", 0, 1), Node("NEWLABEL", 0, len(words) - 1))) for words in sentences]
+
+    trees = InferenceTrees(task.source_dictionary, task.node_dictionary, Relabelling(), subword_label="bpe")
+    with caplog.at_level(logging.WARNING):
+        trees.dataset(sources, [len(s) for s in sources])
+        unknown, seen = sum(trees.labels_unknown.values()), sum(trees.labels_seen.values())
+        trees.dataset(sources, [len(s) for s in sources])
+    warnings = [r.getMessage() for r in caplog.records if "never seen in training" in r.getMessage()]
+    assert len(warnings) == 1
+    # per sentence: NP (known), NEWLABEL, and @BPE over each split word (the data-bin has tags there)
+    assert trees.labels_unknown["NEWLABEL"] == 2 * len(sources)
+    assert unknown == len(sources) + trees.labels_unknown["@BPE"] // 2
+    assert trees.labels_seen["NP"] == 2 * len(sources) and "NP" not in trees.labels_unknown
+    assert warnings[0].startswith(f"{unknown} of {seen} source node labels ({100 * unknown / seen:.1f}%) were never "
+                                  "seen in training and become <unk>: {'@BPE': ")
+    assert f"'NEWLABEL': {len(sources)}}}; is --inference-parser (Relabelling) the parser" in warnings[0]
+
+
+@pytest.fixture(scope="module")
+def tagged_databin(tmp_path_factory):
+    from conftest import preprocess
+    from test_preprocess import write_tagged_corpus
+
+    corpus = tmp_path_factory.mktemp("tagged_corpus")
+    for split, size, seed in (("train", 40, 11), ("valid", 12, 12), ("test", 12, 13)):
+        write_tagged_corpus(corpus, split, size, seed)
+    return preprocess(corpus, tmp_path_factory.mktemp("tagged") / "bin")
