@@ -190,3 +190,167 @@ def tagged_databin(tmp_path_factory):
     for split, size, seed in (("train", 40, 11), ("valid", 12, 12), ("test", 12, 13)):
         write_tagged_corpus(corpus, split, size, seed)
     return preprocess(corpus, tmp_path_factory.mktemp("tagged") / "bin")
+
+
+# tree-fairseq-parse: resuming, leftovers, options, bytes, brackets, depth, parser failures
+
+
+def parse_run(tmp_path, *args):
+    from tree_fairseq.cli import parse as parse_cli
+
+    parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees"), *args])
+    return (tmp_path / "trees").read_text(encoding="utf-8").splitlines()
+
+
+def parse_error(tmp_path, *args) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_run(tmp_path, *args)
+    return str(exit_info.value.code)
+
+
+def test_resume_sees_an_edit_that_kept_size_and_time_stamp(tmp_path, monkeypatch):
+    import os
+
+    from tree_fairseq.cli import parse as parse_cli
+    from tree_fairseq.parsing import TrivialParser
+
+    class Interrupted(Exception):
+        pass
+
+    class StopAtLine4(TrivialParser):
+        def parse(self, sentences, first_line, source):
+            if first_line == 4:
+                raise Interrupted
+            return super().parse(sentences, first_line, source)
+
+    text = tmp_path / "text"
+    text.write_text("a b c\nd e f\ng h i\nj k l\n", encoding="utf-8")
+    monkeypatch.setattr(parse_cli, "make_parser", lambda *a, **k: StopAtLine4("left"))
+    with pytest.raises(Interrupted):
+        parse_run(tmp_path, "--parser", "left", "--chunk-size", "3")
+    assert (tmp_path / "trees.parts" / "00000000.trees").exists()
+    # Edited in place, same size, time stamp put back (as cp -p, rsync -a and tar do).
+    stat = os.stat(text)
+    text.write_text("x y z\nd e f\ng h i\nj k l\n", encoding="utf-8")
+    os.utime(text, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert os.stat(text).st_size == stat.st_size and os.stat(text).st_mtime_ns == stat.st_mtime_ns
+    monkeypatch.setattr(parse_cli, "make_parser", lambda *a, **k: TrivialParser("left"))
+    lines = parse_run(tmp_path, "--parser", "left", "--chunk-size", "3")
+    assert lines[0] == "(X (X x y) z)"  # not the stale "(X (X a b) c)"
+
+
+def test_leftover_parts_without_a_readable_manifest_do_not_block_the_next_run(tmp_path, capsys):
+    (tmp_path / "text").write_text("a b\n", encoding="utf-8")
+    parts = tmp_path / "trees.parts"
+    parts.mkdir()
+    (parts / "manifest.json").write_text('{"input": [', encoding="utf-8")  # cut short
+    (parts / "00000000.trees").write_text("(X stale tree)\n", encoding="utf-8")
+    assert parse_run(tmp_path, "--parser", "balanced") == ["(X a b)"]
+    (parts).mkdir()  # no manifest at all
+    (parts / "00000000.trees.tmp").write_text("(X half", encoding="utf-8")
+    assert parse_run(tmp_path, "--parser", "balanced") == ["(X a b)"]
+    assert not parts.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--parser", "bracketed"), "--parser bracketed needs --trees"),
+    (("--parser", "stanza"), "--parser stanza needs --lang"),
+    (("--parser", "bracketed", "--trees", "{tmp}/absent"), "--trees {tmp}/absent: no such file"),
+])
+def test_refused_options_leave_nothing_behind(tmp_path, args, message):
+    (tmp_path / "text").write_text("a b\n", encoding="utf-8")
+    args = [arg.format(tmp=tmp_path) for arg in args]
+    assert message.format(tmp=tmp_path) in parse_error(tmp_path, *args)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text"]
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_chunk_size_must_be_positive(tmp_path, capsys, value):
+    (tmp_path / "text").write_text("a b\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        parse_run(tmp_path, "--parser", "balanced", "--chunk-size", value)
+    assert exit_info.value.code == 2
+    assert "argument --chunk-size: " in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text"]
+
+
+def test_a_failed_run_that_finished_no_chunk_leaves_nothing(tmp_path):
+    (tmp_path / "text").write_text("a b\n\n", encoding="utf-8")
+    assert f"{tmp_path / 'text'}:2: empty line" in parse_error(tmp_path, "--parser", "balanced")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text"]
+
+
+def test_bytes_that_are_not_utf8_are_named_with_file_and_line(tmp_path, tiny_corpus):
+    (tmp_path / "text").write_bytes("a b\nc d\ncaf\xe9 e\n".encode("latin-1"))
+    assert f"{tmp_path / 'text'}:3: not UTF-8: byte 0xe9 at byte 4 of the line" in parse_error(
+        tmp_path, "--parser", "balanced")
+    (tmp_path / "text").write_text("a b\nc d\n", encoding="utf-8")
+    (tmp_path / "parsed").write_bytes(b"(S a b)\n(S c \xff)\n")
+    assert f"{tmp_path / 'parsed'}:2: not UTF-8: byte 0xff" in parse_error(
+        tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / "parsed"))
+    from conftest import preprocess
+
+    corpus = tmp_path / "corpus"
+    import shutil
+
+    shutil.copytree(tiny_corpus, corpus)
+    lines = (corpus / "valid.en").read_bytes().split(b"\n")
+    lines[4] = b"\x80" + lines[4]
+    (corpus / "valid.en").write_bytes(b"\n".join(lines))
+    with pytest.raises(SystemExit) as exit_info:
+        preprocess(corpus, tmp_path / "bin")
+    assert f"{corpus / 'valid.en'}:5: not UTF-8: byte 0x80 at byte 1 of the line" in str(exit_info.value.code)
+    assert not (tmp_path / "bin").exists()
+
+
+def test_tokens_with_brackets_and_entity_tokens_go_through_parse_and_preprocess(tmp_path):
+    from conftest import preprocess
+
+    from tree_fairseq.cli import parse as parse_cli
+
+    text = ["f(x) ru@@ ns", "the &amp; sign", "&amp;", "g[y] &#124; a(b", "(x) ) ("]
+    words = [line.replace("@@ ", "") for line in text]
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.tok").write_text("".join(w + "\n" for w in words), encoding="utf-8")
+        (tmp_path / f"{split}.de").write_text("".join(t + "\n" for t in text), encoding="utf-8")
+        (tmp_path / f"{split}.en").write_text("".join(w + "\n" for w in words), encoding="utf-8")
+        parse_cli.main(["--input", str(tmp_path / f"{split}.tok"), "--output", str(tmp_path / f"{split}.tree.de"),
+                        "--parser", "left"])
+    assert (tmp_path / "train.tree.de").read_text().splitlines()[0] == "(X f-LRB-x-RRB- runs)"
+    task = load_task(preprocess(tmp_path, tmp_path / "bin"))
+    dataset = task.dataset("valid")
+    for i, line in enumerate(text):
+        pieces = line.split()
+        assert [task.src_dict[t] for t in dataset[i]["source"][:-1]] == pieces
+        # a left-branching tree over the words, the pieces of runs under their own node
+        expected = len(words[i].split()) - 1 + sum(piece.endswith("@@") for piece in pieces)
+        assert len(dataset[i]["node_labels"]) == expected
+
+
+def test_a_tree_deeper_than_the_recursion_limit_parses_binarises_and_batches(tmp_path):
+    from conftest import preprocess
+
+    from tree_fairseq.cli import parse as parse_cli
+    from tree_fairseq.trees import parse_tree
+
+    n = max(400, sys.getrecursionlimit() + 10)
+    words = [f"w{i % 50}" for i in range(n)]
+    # A parser's left-branching tree, preterminals included: depth n + 1.
+    bracketed = "(ROOT " + "(S " * (n - 1) + "(NN w0) " + " ".join(f"(NN {w}))" for w in words[1:]) + ")"
+    tree = parse_tree(bracketed)
+    assert len(tree.nodes) == n - 1 and tree.tags == ("NN",) * n
+    assert parse_tree(tree.to_bracketed()) == tree
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.tok").write_text(" ".join(words) + "\na b\n", encoding="utf-8")
+        (tmp_path / f"{split}.parsed").write_text(bracketed + "\n(S (NN a) (NN b))\n", encoding="utf-8")
+        parse_cli.main(["--input", str(tmp_path / f"{split}.tok"), "--output", str(tmp_path / f"{split}.tree.de"),
+                        "--parser", "bracketed", "--trees", str(tmp_path / f"{split}.parsed")])
+        for side in ("de", "en"):
+            (tmp_path / f"{split}.{side}").write_text(" ".join(words) + "\na b\n", encoding="utf-8")
+    task = load_task(preprocess(tmp_path, tmp_path / "bin"))
+    dataset = task.dataset("valid")
+    batch = dataset.collater([dataset[0], dataset[1]])
+    spans = batch["net_input"]["src_node_spans"]
+    assert spans.shape == (2, n - 1, 2)
+    row = batch["id"].tolist().index(0)
+    assert sorted(spans[row].tolist()) == sorted([[0, end] for end in range(1, n)])

@@ -22,6 +22,8 @@ _PTB_ESCAPES = {
     "-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
     "``": '"', "''": '"', "`": "'",
 }
+# Inside a word (tree-fairseq-parse writes the token f(x) as f-LRB-x-RRB-).
+_BRACKET_ESCAPES = ("-LRB-", "("), ("-RRB-", ")"), ("-LSB-", "["), ("-RSB-", "]"), ("-LCB-", "{"), ("-RCB-", "}")
 _CHARACTER_FORMS = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'",
                                   "\u2019": "'", "\u00ab": '"', "\u00bb": '"'})
 
@@ -29,6 +31,9 @@ _CHARACTER_FORMS = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "
 def canonical(token: str) -> str:
     """The form in which a parser leaf and a corpus token are compared."""
     token = _PTB_ESCAPES.get(token, token)
+    if "-" in token:
+        for escape, bracket in _BRACKET_ESCAPES:
+            token = token.replace(escape, bracket)
     # Moses escapes are HTML entities (&apos; &quot; &amp; &lt; &gt; &#91; &#93; &#124;).
     token = html.unescape(token)
     return "".join(token.translate(_CHARACTER_FORMS).lower().split())
