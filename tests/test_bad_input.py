@@ -354,3 +354,74 @@ def test_a_tree_deeper_than_the_recursion_limit_parses_binarises_and_batches(tmp
     assert spans.shape == (2, n - 1, 2)
     row = batch["id"].tolist().index(0)
     assert sorted(spans[row].tolist()) == sorted([[0, end] for end in range(1, n)])
+
+
+def test_on_failure_gives_lines_the_parser_gave_up_on_a_trivial_tree(tmp_path, capsys):
+    from tree_fairseq.trees import trivial_tree
+
+    text = ["a b c", "d e", "f g h i", "j k", "l m n", "o p"]
+    (tmp_path / "text").write_text("".join(line + "\n" for line in text), encoding="utf-8")
+    (tmp_path / "parsed").write_text("(S (NP a b) c)\nnull\n( )\n\n(S (NP l m) n\n(S o p)\n", encoding="utf-8")
+    trees_flag = ("--parser", "bracketed", "--trees", str(tmp_path / "parsed"))
+    message = parse_error(tmp_path, *trees_flag)
+    assert f"{tmp_path / 'parsed'}:2: not a bracketed tree: 'null'" in message and "--on-failure" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parsed", "text"]
+    lines = parse_run(tmp_path, *trees_flag, "--on-failure", "right", "--chunk-size", "2")
+    assert lines == ["(S (NP a b) c)", *(trivial_tree(text[k].split(), "right").to_bracketed() for k in (1, 2, 3, 4)),
+                     "(S o p)"]
+    failures = (tmp_path / "trees.failures").read_text(encoding="utf-8").splitlines()
+    assert [line.split("\t")[0] for line in failures] == ["2", "3", "4", "5"]
+    assert "not a bracketed tree" in failures[0] and "empty bracket pair" in failures[1]
+    assert "empty line" in failures[2] and "unbalanced brackets" in failures[3]
+    assert ("tree-fairseq-parse: 4 of 6 lines (66.67%) could not be parsed and got right trees over their tokens: "
+            f"lines 2, 3, 4, 5 (all in {tmp_path / 'trees'}.failures)") in capsys.readouterr().err
+    # A tree over other words is no parser failure but files that do not belong together.
+    (tmp_path / "parsed").write_text("(S a b c)\n(S d x)\n(S f g h i)\n(S j k)\n(S l m n)\n(S o p)\n")
+    assert "leaf 2 is 'x' but token 2 is 'e'" in parse_error(tmp_path, *trees_flag, "--on-failure", "balanced")
+    # A later clean run removes the old failure list.
+    (tmp_path / "parsed").write_text("".join(f"(S {line})\n" for line in text))
+    parse_run(tmp_path, *trees_flag, "--on-failure", "balanced")
+    assert not (tmp_path / "trees.failures").exists()
+
+
+def test_on_failure_for_stanza_with_a_sentence_it_gave_no_tree(tmp_path, monkeypatch, capsys):
+    stanza = pytest.importorskip("stanza")  # noqa: F841
+    from stanza.models.common.doc import Document
+    from stanza.models.constituency.tree_reader import read_trees
+
+    from tree_fairseq.cli import parse as parse_cli
+    from tree_fairseq.parsing import Failures
+    from tree_fairseq.parsing.stanza_parser import StanzaParser
+    from tree_fairseq.trees import trivial_tree
+
+    def pipeline(sentences):
+        """stanza's answer: its own tree for every sentence but the second, which has none."""
+        document = Document([[{"id": (i + 1,), "text": word} for i, word in enumerate(words)]
+                             for words in sentences])
+        for k, (sentence, words) in enumerate(zip(document.sentences, sentences)):
+            if k != 1:
+                bracketed = "(ROOT (S " + " ".join(f"(NN {word})" for word in words) + "))"
+                [sentence.constituency] = read_trees(bracketed, use_tqdm=False)
+        return document
+
+    def make_parser(*args, on_failure="error", **kwargs):
+        parser = object.__new__(StanzaParser)  # no models here: the pipeline is stood in for
+        parser.pipeline, parser.failures = pipeline, Failures(on_failure)
+        return parser
+
+    monkeypatch.setattr(parse_cli, "make_parser", make_parser)
+    text = ["a b c", "d &amp; e", "f g"]
+    (tmp_path / "text").write_text("".join(line + "\n" for line in text), encoding="utf-8")
+    message = parse_error(tmp_path, "--parser", "stanza", "--lang", "de")
+    assert f"{tmp_path / 'text'}:2: stanza gave no constituency tree; --on-failure" in message
+    lines = parse_run(tmp_path, "--parser", "stanza", "--lang", "de", "--on-failure", "balanced")
+    assert lines == ["(S (NN a) (NN b) (NN c))", trivial_tree(text[1].split(), "balanced").to_bracketed(),
+                     "(S (NN f) (NN g))"]
+    assert (tmp_path / "trees.failures").read_text().startswith("2\t")
+    assert "1 of 3 lines" in capsys.readouterr().err
+
+
+def test_console_script_help_names_on_failure():
+    result = subprocess.run([sys.executable, "-m", "tree_fairseq.cli.parse", "--help"],
+                            capture_output=True, text=True, check=True)
+    assert "--on-failure {error,balanced,left,right}" in result.stdout
