@@ -425,3 +425,15 @@ def test_console_script_help_names_on_failure():
     result = subprocess.run([sys.executable, "-m", "tree_fairseq.cli.parse", "--help"],
                             capture_output=True, text=True, check=True)
     assert "--on-failure {error,balanced,left,right}" in result.stdout
+
+
+def test_leaves_that_are_only_entities_of_no_character_align(tmp_path):
+    from tree_fairseq.trees import align, parse_tree
+
+    # Moses escapes of blanks canonicalise to nothing: a text of only those has no character to align by.
+    tree = align(parse_tree("(X &#32;)"), ["&#32;", "&#32;"])
+    assert tree.leaves == ("&#32;", "&#32;") and [(n.start, n.end) for n in tree.nodes] == [(0, 1)]
+    (tmp_path / "text").write_text("&#32; &#32;\n&amp;\n", encoding="utf-8")
+    (tmp_path / "parsed").write_text("(X &#32;)\n(SYM &)\n", encoding="utf-8")
+    assert parse_run(tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / "parsed")) == \
+        ["(ROOT &#32; &#32;)", "(ROOT (SYM &amp;))"]

@@ -107,8 +107,8 @@ def _token_of_leaf(leaves: list[str], words: list[str]) -> tuple[list[int], list
         if leaf:
             first.append(owner[position])
             last.append(owner[position + len(leaf) - 1])
-        else:  # a leaf with no characters attaches to the next token
-            token = owner[min(position, len(owner) - 1)]
+        else:  # a leaf with no characters attaches to the next token (the first of a text without any)
+            token = owner[min(position, len(owner) - 1)] if owner else 0
             first.append(token)
             last.append(token)
         position += len(leaf)
