@@ -141,3 +141,27 @@ def test_check_text_names_invalid_utf8(tmp_path):
     result = text_tools("check-text", str(tmp_path / "t"))
     assert result.returncode != 0
     assert f"{tmp_path / 't'}, line 2: invalid UTF-8" in result.stderr.decode()
+
+
+def test_on_failure_reaches_tree_fairseq_parse(tmp_path):
+    write_tokenised_corpus(tmp_path / "text")
+    trees = tmp_path / "parsed"
+    trees.mkdir()
+    for split in ("train", "valid", "test"):
+        lines = (tmp_path / "text" / f"{split}.de").read_text().splitlines()
+        parsed = [f"(S {line})" for line in lines]
+        parsed[1] = "null"  # what a parser writes for a sentence it gave up on
+        (trees / f"{split}.tree.de").write_text("".join(tree + "\n" for tree in parsed))
+    command = ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--local", str(tmp_path / "text"),
+               "--parser", "bracketed", "--trees-dir", str(trees), "--bpe-tokens", "30", "--directions", "de-en",
+               "--workers", "1"]
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(command + ["--work", str(tmp_path / "bad"), "--on-failure", "sideways"],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode != 0 and "unknown --on-failure 'sideways'" in result.stderr
+    result = subprocess.run(command + ["--work", str(tmp_path / "work"), "--on-failure", "left"],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    for split in ("train", "valid", "test"):
+        failures = (tmp_path / "work" / "trees" / f"{split}.tree.de.failures").read_text().splitlines()
+        assert [line.split("\t")[0] for line in failures] == ["2"]
