@@ -203,9 +203,10 @@ same_line_counts() {
     done
 }
 
-# fingerprint FILE...: changes when a file does (size and mtime), to key steps on their input.
+# fingerprint FILE...: changes when a file's content does (CRC and size), to key steps on their
+# input. Not the time stamp: cp -p, rsync -a and tar put it back after an edit.
 fingerprint() {
-    stat -L -c '%s:%.9Y' "$@" | tr '\n' ' '
+    cksum -- "$@" | awk '{ printf "%s:%s ", $1, $2 }'
 }
 
 source_langs() {

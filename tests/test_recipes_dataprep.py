@@ -165,3 +165,19 @@ def test_on_failure_reaches_tree_fairseq_parse(tmp_path):
     for split in ("train", "valid", "test"):
         failures = (tmp_path / "work" / "trees" / f"{split}.tree.de.failures").read_text().splitlines()
         assert [line.split("\t")[0] for line in failures] == ["2"]
+
+
+def test_an_edit_that_kept_size_and_time_stamp_is_redone(tmp_path):
+    write_tokenised_corpus(tmp_path / "text")
+    prepare(tmp_path / "text", tmp_path / "work")
+    # valid.de edited in place, same size, time stamp put back (as cp -p, rsync -a and tar do)
+    valid = tmp_path / "text" / "valid.de"
+    stat = valid.stat()
+    lines = valid.read_text().splitlines()
+    lines[0] = lines[0][::-1][1:] + lines[0][-1]  # the same characters in another order
+    valid.write_text("".join(line + "\n" for line in lines))
+    os.utime(valid, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert valid.stat().st_size == stat.st_size
+    steps = prepare(tmp_path / "text", tmp_path / "work")
+    assert "parse-valid.de" in steps and "skip parse-valid.de (done)" not in steps
+    assert (tmp_path / "work" / "tok" / "valid.de").read_text().splitlines()[0] == lines[0]
