@@ -38,6 +38,8 @@ Options:
   --parser NAME        source trees: stanza (default, or \$TREE_FAIRSEQ_PARSER), bracketed,
                        balanced, left, right (see tree-fairseq-parse --help)
   --trees-dir DIR      with --parser bracketed: parser output DIR/{split}.tree.{lang}, one tree per line
+  --on-failure NAME    a line the parser could not parse: error (default) stops; balanced, left or
+                       right give it that trivial tree and list it in trees/{split}.tree.{lang}.failures
   --stanza-dir DIR     stanza's model directory (default: stanza's own)
   --cpu                run stanza on the CPU even when a GPU is present
   --bpe NAME           subword_nmt (default) or sentencepiece
@@ -58,6 +60,7 @@ parse_args() {
     TREES_DIR=""
     STANZA_DIR=""
     PARSE_CPU=""
+    ON_FAILURE=error
     BPE=subword_nmt
     BPE_CODES=""
     JOINED=${JOINED:-}
@@ -69,6 +72,7 @@ parse_args() {
             --trees-dir) TREES_DIR=${2:?}; shift 2 ;;
             --stanza-dir) STANZA_DIR=${2:?}; shift 2 ;;
             --cpu) PARSE_CPU=--cpu; shift ;;
+            --on-failure) ON_FAILURE=${2:?--on-failure needs error, balanced, left or right}; shift 2 ;;
             --bpe) BPE=${2:?}; shift 2 ;;
             --bpe-codes) BPE_CODES=${2:?}; shift 2 ;;
             --bpe-tokens) BPE_TOKENS=${2:?}; shift 2 ;;
@@ -83,6 +87,10 @@ parse_args() {
         stanza|balanced|left|right) ;;
         bracketed) [[ -n $TREES_DIR ]] || die "--parser bracketed needs --trees-dir DIR" ;;
         *) die "unknown parser '$PARSER': stanza, bracketed, balanced, left or right" ;;
+    esac
+    case $ON_FAILURE in
+        error|balanced|left|right) ;;
+        *) die "unknown --on-failure '$ON_FAILURE': error, balanced, left or right" ;;
     esac
     case $BPE in
         subword_nmt) ;;
@@ -196,9 +204,10 @@ same_line_counts() {
     done
 }
 
-# fingerprint FILE...: changes when a file does (size and mtime), to key steps on their input.
+# fingerprint FILE...: changes when a file's content does (CRC and size), to key steps on their
+# input. Not the time stamp: cp -p, rsync -a and tar put it back after an edit.
 fingerprint() {
-    stat -L -c '%s:%.9Y' "$@" | tr '\n' ' '
+    cksum -- "$@" | awk '{ printf "%s:%s ", $1, $2 }'
 }
 
 source_langs() {
@@ -208,7 +217,8 @@ source_langs() {
 
 parse_trees() {
     local split=$1 lang=$2
-    local args=(--input "$WORK/tok/$split.$lang" --output "$WORK/trees/$split.tree.$lang" --parser "$PARSER")
+    local args=(--input "$WORK/tok/$split.$lang" --output "$WORK/trees/$split.tree.$lang" --parser "$PARSER"
+        --on-failure "$ON_FAILURE")
     case $PARSER in
         stanza) args+=(--lang "${PARSE_LANG:-$lang}" ${STANZA_DIR:+--model-dir "$STANZA_DIR"} $PARSE_CPU) ;;
         bracketed) args+=(--trees "$TREES_DIR/$split.tree.$lang") ;;
@@ -273,7 +283,7 @@ prepare() {
     for lang in $(source_langs); do
         for split in "${SPLITS[@]}"; do
             step "parse-$split.$lang" parse_trees "$split" "$lang" -- "$PARSER" "$TREES_DIR" "$STANZA_DIR" \
-                "$(fingerprint "$WORK/tok/$split.$lang")"
+                "$ON_FAILURE" "$(fingerprint "$WORK/tok/$split.$lang")"
             same_line_counts "parsed $split" "$WORK/tok/$split.$lang" "$WORK/trees/$split.tree.$lang"
         done
     done

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Translate (or summarise) a split of a data-bin with a checkpoint and score it (tree-fairseq-score).
 #
-#   scripts/generate.sh [--metrics "sacrebleu tokbleu"] [--subset test] [--lang L] DATA-BIN CHECKPOINT \
-#       OUT-DIR [fairseq-generate flags ...]
+#   scripts/generate.sh [--metrics "sacrebleu tokbleu"] [--subset test] [--lang L] [--allow-subset] \
+#       DATA-BIN CHECKPOINT OUT-DIR [fairseq-generate flags ...]
 #
 # Runs fairseq-generate with the checkpoint's own task (tree_translation or translation), beam 5,
 # --remove-bpe, --required-batch-size-multiple 1 (fairseq's default 8 drops the last len % 8
@@ -10,7 +10,10 @@
 # Flags after OUT-DIR go to fairseq-generate and win over these defaults (e.g. --beam 4
 # --lenpen 0.6 for WMT, --remove-bpe sentencepiece). Metrics: sacrebleu,
 # tokbleu, compound (WMT en-de), rouge (Gigaword); see tree-fairseq-score --help. --lang is the
-# detokenizer's language (default: the data-bin's target language).
+# detokenizer's language (default: the data-bin's target language). Every sentence of the split
+# must have been translated: when fairseq-generate skipped some (e.g. --skip-invalid-size-inputs-valid-test
+# with --max-source-positions), scoring stops naming how many and which, with a non-zero exit;
+# --allow-subset scores them anyway, every score line marked [SUBSET scored/total].
 #
 #   scripts/generate.sh iwslt14.de-en/data-bin/de-en checkpoints/tree-de-en/checkpoint_best.pt out/tree-de-en
 #   scripts/generate.sh --metrics "sacrebleu tokbleu compound" wmt14.en-de/data-bin/en-de \
@@ -22,12 +25,14 @@ PYTHON=${PYTHON:-python3}
 METRICS="sacrebleu tokbleu"
 SUBSET=test
 LANG_OVERRIDE=""
+ALLOW_SUBSET=()
 while (($#)); do
     case $1 in
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         --metrics) METRICS=${2:?}; shift 2 ;;
         --subset) SUBSET=${2:?}; shift 2 ;;
         --lang) LANG_OVERRIDE=${2:?}; shift 2 ;;
+        --allow-subset) ALLOW_SUBSET=(--allow-subset); shift ;;
         *) break ;;
     esac
 done
@@ -64,4 +69,5 @@ printf '$ %s\n' "${command[*]}"
 grep "^Generate" "$OUT/generate-$SUBSET.txt" || true
 # shellcheck disable=SC2086  # METRICS is a list
 "$PYTHON" -m tree_fairseq.cli.score --generate-output "$OUT/generate-$SUBSET.txt" --lang "$TGT" \
-    --metrics $METRICS --json "$OUT/score-$SUBSET.json" | tee "$OUT/score-$SUBSET.txt"
+    --metrics $METRICS --json "$OUT/score-$SUBSET.json" --data-bin "$DATA" --subset "$SUBSET" \
+    "${ALLOW_SUBSET[@]}" | tee "$OUT/score-$SUBSET.txt"

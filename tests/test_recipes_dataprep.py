@@ -141,3 +141,43 @@ def test_check_text_names_invalid_utf8(tmp_path):
     result = text_tools("check-text", str(tmp_path / "t"))
     assert result.returncode != 0
     assert f"{tmp_path / 't'}, line 2: invalid UTF-8" in result.stderr.decode()
+
+
+def test_on_failure_reaches_tree_fairseq_parse(tmp_path):
+    write_tokenised_corpus(tmp_path / "text")
+    trees = tmp_path / "parsed"
+    trees.mkdir()
+    for split in ("train", "valid", "test"):
+        lines = (tmp_path / "text" / f"{split}.de").read_text().splitlines()
+        parsed = [f"(S {line})" for line in lines]
+        parsed[1] = "null"  # what a parser writes for a sentence it gave up on
+        (trees / f"{split}.tree.de").write_text("".join(tree + "\n" for tree in parsed))
+    command = ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--local", str(tmp_path / "text"),
+               "--parser", "bracketed", "--trees-dir", str(trees), "--bpe-tokens", "30", "--directions", "de-en",
+               "--workers", "1"]
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(command + ["--work", str(tmp_path / "bad"), "--on-failure", "sideways"],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode != 0 and "unknown --on-failure 'sideways'" in result.stderr
+    result = subprocess.run(command + ["--work", str(tmp_path / "work"), "--on-failure", "left"],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    for split in ("train", "valid", "test"):
+        failures = (tmp_path / "work" / "trees" / f"{split}.tree.de.failures").read_text().splitlines()
+        assert [line.split("\t")[0] for line in failures] == ["2"]
+
+
+def test_an_edit_that_kept_size_and_time_stamp_is_redone(tmp_path):
+    write_tokenised_corpus(tmp_path / "text")
+    prepare(tmp_path / "text", tmp_path / "work")
+    # valid.de edited in place, same size, time stamp put back (as cp -p, rsync -a and tar do)
+    valid = tmp_path / "text" / "valid.de"
+    stat = valid.stat()
+    lines = valid.read_text().splitlines()
+    lines[0] = lines[0][::-1][1:] + lines[0][-1]  # the same characters in another order
+    valid.write_text("".join(line + "\n" for line in lines))
+    os.utime(valid, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert valid.stat().st_size == stat.st_size
+    steps = prepare(tmp_path / "text", tmp_path / "work")
+    assert "parse-valid.de" in steps and "skip parse-valid.de (done)" not in steps
+    assert (tmp_path / "work" / "tok" / "valid.de").read_text().splitlines()[0] == lines[0]

@@ -8,10 +8,21 @@ tagged bracketed input): ``(S (NP (DT the) (NN cat)) (VBD sat))``.
 
 Work is done in chunks of ``--chunk-size`` lines, each kept in
 ``OUTPUT.parts/`` as soon as it is finished; an interrupted run restarted with
-the same command redoes no finished chunk.
+the same command redoes no finished chunk. Chunks are reused only when the
+input (and ``--trees``) hold the same bytes, whatever their size and time stamp
+say, and the options are the same; anything else in ``OUTPUT.parts/`` is
+discarded. Options are checked before anything is written.
+
+``--on-failure``: a sentence the parser could not parse (stanza gave no tree; a
+``--trees`` line that is empty, ``null``, ``( )`` or broken) stops the run by
+default; ``balanced``/``left``/``right`` give it that trivial tree over its
+tokens instead, so that nothing is dropped and the lines stay aligned. Those
+lines are counted, listed in ``OUTPUT.failures`` (line number, tab, reason) and
+summarised at the end.
 """
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -20,8 +31,21 @@ import sys
 
 from tqdm import tqdm
 
-from tree_fairseq.parsing import PARSERS, BracketedParser, make_parser
+from tree_fairseq.parsing import ON_FAILURE, PARSERS, BracketedParser, check_parser_options, make_parser
 from tree_fairseq.trees import TreeError
+from tree_fairseq.trees.textio import utf8_lines
+
+_FINGERPRINT_BLOCK = 1 << 20
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -38,10 +62,14 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lang", help="language code of the text (stanza)")
     parser.add_argument("--trees", help="parser output to align, one bracketed tree per line (bracketed)")
     parser.add_argument("--model-dir", help="where stanza models are kept (default: stanza's)")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per parser call (stanza)")
+    parser.add_argument("--batch-size", type=_positive_int, default=64, help="sentences per parser call (stanza)")
     parser.add_argument("--cpu", action="store_true", help="run stanza on the CPU even with a GPU")
-    parser.add_argument("--chunk-size", type=int, default=2000,
+    parser.add_argument("--chunk-size", type=_positive_int, default=2000,
                         help="lines per resumable chunk (default 2000)")
+    parser.add_argument("--on-failure", choices=ON_FAILURE, default="error",
+                        help="a sentence the parser could not parse (stanza gave no tree; a --trees line that is "
+                        "empty, null, '( )' or broken): error stops the run (default); balanced/left/right give it "
+                        "that trivial tree over its tokens, count it and list its line in OUTPUT.failures")
     return parser
 
 
@@ -56,16 +84,41 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def parse_file(args: argparse.Namespace) -> None:
+    # Everything that can be refused is refused before OUTPUT.parts/ is touched.
+    check_parser_options(args.parser, lang=args.lang, trees=args.trees)
+    for flag, path in (("--input", args.input), ("--trees", args.trees)):
+        if path is not None and not os.path.isfile(path):
+            raise ValueError(f"{flag} {path}: no such file")
+    if os.path.isdir(args.output):
+        raise ValueError(f"--output {args.output} is a directory")
     parts_dir = args.output + ".parts"
-    _check_resumable(parts_dir, args)
-    with open(args.input, encoding="utf-8") as f:
-        total = sum(1 for _ in f)
+    total, input_fingerprint = _fingerprint(args.input)
+    manifest = {"input": [os.path.abspath(args.input), input_fingerprint],
+                "trees": args.trees and [os.path.abspath(args.trees), _fingerprint(args.trees)[1]],
+                "parser": args.parser, "lang": args.lang, "chunk_size": args.chunk_size,
+                "on_failure": args.on_failure}
     parser = make_parser(args.parser, lang=args.lang, trees=args.trees, model_dir=args.model_dir,
-                         batch_size=args.batch_size, use_gpu=False if args.cpu else None)
-    with open(args.input, encoding="utf-8") as f, tqdm(total=total, unit="sent", desc="parse") as bar:
+                         batch_size=args.batch_size, use_gpu=False if args.cpu else None,
+                         on_failure=args.on_failure)
+    created = _prepare_parts(parts_dir, manifest)
+    try:
+        _parse_chunks(parser, args, parts_dir, total)
+    except BaseException:
+        # A run that finished no chunk leaves nothing behind; finished chunks stay for the next run.
+        if created and not any(name.endswith(".trees") for name in os.listdir(parts_dir)):
+            shutil.rmtree(parts_dir, ignore_errors=True)
+        raise
+    if isinstance(parser, BracketedParser):
+        parser.check_exhausted()
+    failures = _join_parts(parts_dir, args.output)
+    _report_failures(failures, total, args)
+
+
+def _parse_chunks(parser, args, parts_dir, total) -> None:
+    with tqdm(total=total, unit="sent", desc="parse") as bar:
         chunk: list[list[str]] = []
         first_line = 1
-        for line_number, line in enumerate(f, start=1):
+        for line_number, line in enumerate(utf8_lines(args.input), start=1):
             tokens = line.split()
             if not tokens:
                 raise TreeError(f"{args.input}:{line_number}: empty line: no tokens to parse")
@@ -77,52 +130,92 @@ def parse_file(args: argparse.Namespace) -> None:
         if chunk:
             _parse_chunk(parser, chunk, first_line, args, parts_dir)
             bar.update(len(chunk))
-    if isinstance(parser, BracketedParser):
-        parser.check_exhausted()
-    _join_parts(parts_dir, args.output)
 
 
 def _parse_chunk(parser, sentences, first_line, args, parts_dir) -> None:
     part = os.path.join(parts_dir, f"{(first_line - 1) // args.chunk_size:08d}.trees")
     if os.path.exists(part):
         return
+    failures = getattr(parser, "failures", None)
+    already_failed = len(failures.failed) if failures else 0
     trees = parser.parse(sentences, first_line, args.input)
-    with open(part + ".tmp", "w", encoding="utf-8") as out:
-        out.writelines(tree.to_bracketed() + "\n" for tree in trees)
-    os.replace(part + ".tmp", part)
+    failed = failures.failed[already_failed:] if failures else []
+    # The failures of a chunk are written first: a chunk's .trees exists only with its .failures.
+    _write_atomically(part.removesuffix(".trees") + ".failures",
+                      "".join(f"{line}\t{' '.join(reason.split())}\n" for line, reason in failed))
+    _write_atomically(part, "".join(tree.to_bracketed() + "\n" for tree in trees))
 
 
-def _check_resumable(parts_dir: str, args: argparse.Namespace) -> None:
-    """Finished chunks are reused only when the input and the options that
-    decide their content are unchanged."""
-    manifest = {"input": _identity(args.input), "trees": args.trees and _identity(args.trees),
-                "parser": args.parser, "lang": args.lang, "chunk_size": args.chunk_size}
+def _write_atomically(path: str, text: str) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def _prepare_parts(parts_dir: str, manifest: dict) -> bool:
+    """Keep ``parts_dir`` when its manifest is ``manifest`` (same input bytes and options),
+    otherwise start it afresh. True when it was created now."""
     path = os.path.join(parts_dir, "manifest.json")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            if json.load(f) == manifest:
-                return
-        print(f"tree-fairseq-parse: {parts_dir} holds chunks of a run with other input or options; "
-              "discarding them", file=sys.stderr)
+    if os.path.isdir(parts_dir):
+        try:
+            with open(path, encoding="utf-8") as f:
+                if json.load(f) == manifest:
+                    return False
+        except (OSError, ValueError):
+            pass  # no manifest, or one cut short: nothing in there can be trusted
+        print(f"tree-fairseq-parse: {parts_dir} holds chunks of a run with other input or options, or of an "
+              "unfinished start; discarding them", file=sys.stderr)
         shutil.rmtree(parts_dir)
+    elif os.path.exists(parts_dir):
+        raise ValueError(f"{parts_dir} is a file: remove it")
     os.makedirs(parts_dir)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1)
+    _write_atomically(path, json.dumps(manifest, indent=1))
+    return True
 
 
-def _identity(path: str) -> list:
-    stat = os.stat(path)
-    return [os.path.abspath(path), stat.st_size, stat.st_mtime_ns]
+def _fingerprint(path: str) -> tuple[int, str]:
+    """(line count, content hash) of a file: chunks are reused only over the same bytes, whatever
+    the size and time stamp (cp -p, rsync -a and tar restore them after an edit)."""
+    digest = hashlib.blake2b(digest_size=16)
+    lines = 0
+    last = b"\n"
+    with open(path, "rb") as f:
+        while block := f.read(_FINGERPRINT_BLOCK):
+            digest.update(block)
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n"), digest.hexdigest()
 
 
-def _join_parts(parts_dir: str, output: str) -> None:
+def _join_parts(parts_dir: str, output: str) -> list[str]:
+    """Write OUTPUT (and OUTPUT.failures when some line failed); returns the failure lines."""
     parts = sorted(p for p in os.listdir(parts_dir) if p.endswith(".trees"))
+    failures: list[str] = []
     with open(output + ".tmp", "wb") as out:
         for part in parts:
             with open(os.path.join(parts_dir, part), "rb") as f:
                 shutil.copyfileobj(f, out)
+            failures_path = os.path.join(parts_dir, part.removesuffix(".trees") + ".failures")
+            if os.path.exists(failures_path):
+                with open(failures_path, encoding="utf-8") as f:
+                    failures += f.read().splitlines()
+    if failures:
+        _write_atomically(output + ".failures", "".join(line + "\n" for line in failures))
+    elif os.path.exists(output + ".failures"):
+        os.remove(output + ".failures")  # of an earlier run
     os.replace(output + ".tmp", output)
     shutil.rmtree(parts_dir)
+    return failures
+
+
+def _report_failures(failures: list[str], total: int, args) -> None:
+    if not failures:
+        return
+    lines = [failure.split("\t", 1)[0] for failure in failures]
+    shown = ", ".join(lines[:10]) + (", ..." if len(lines) > 10 else "")
+    print(f"tree-fairseq-parse: {len(failures)} of {total} lines ({100 * len(failures) / max(total, 1):.2f}%) "
+          f"could not be parsed and got {args.on_failure} trees over their tokens: lines {shown} "
+          f"(all in {args.output}.failures)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,8 @@ from tree_fairseq.trees import (
     SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
 )
 
+from tree_fairseq.trees.textio import utf8_lines
+
 logger = logging.getLogger("tree_fairseq.preprocess")
 
 _CHUNK_LINES = 500
@@ -164,7 +166,8 @@ def _tree_path(args, prefix):
 
 
 def _check_line_counts(paths):
-    files = [open(path, encoding="utf-8") for path in paths]
+    """The files of a split have as many lines, and are UTF-8 (a bad byte is named with its line)."""
+    files = [utf8_lines(path) for path in paths]
     try:
         for line_number, lines in enumerate(itertools.zip_longest(*files), start=1):
             if None in lines:

@@ -5,6 +5,14 @@ the ``T-`` reference of each sentence, run fairseq-generate with ``--remove-bpe`
 tokenised text, one sentence per line (``--hyp``, ``--ref``). Prints one line per metric and
 writes them as JSON with ``--json``.
 
+A score over part of a split is not the split's score. fairseq-generate skips sentences without
+failing (``--skip-invalid-size-inputs-valid-test`` with ``--max-source-positions`` or ``--max-tokens``,
+fairseq's default ``--required-batch-size-multiple 8`` with the stock translation task): with
+``--data-bin`` (and ``--subset``) the sentence ids of the output are compared with the split, and
+without it the ids must at least run 0, 1, ... without a gap. Missing sentences stop the scoring,
+naming how many and which, unless ``--allow-subset``, which scores them and marks every line (and
+the JSON) with the share scored.
+
 Metrics (``--metrics``):
 
 - ``sacrebleu``: sacreBLEU (default 13a tokenisation, case-sensitive) on detokenised text, with
@@ -53,7 +61,71 @@ def get_parser() -> argparse.ArgumentParser:
                         help="also write PREFIX.hyp, PREFIX.ref (tokenised) and PREFIX.hyp.detok, "
                         "PREFIX.ref.detok, e.g. to check with sacrebleu's own command line")
     parser.add_argument("--json", metavar="FILE", help="write the scores as JSON")
+    parser.add_argument("--data-bin", metavar="DIR",
+                        help="the data-bin that was translated: every sentence of --subset must have a hypothesis")
+    parser.add_argument("--subset", default="test", help="the split of --data-bin (default: test)")
+    parser.add_argument("--allow-subset", action="store_true",
+                        help="score even when fairseq-generate skipped sentences, marking the score as a subset's")
     return parser
+
+
+def read_generate_ids(path: str) -> list[int]:
+    """The sentence ids that have an ``H-`` line in fairseq-generate's output, sorted."""
+    ids = set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            kind, _, rest = line.partition("-")
+            sentence = rest.split("\t", 1)[0]
+            if kind == "H" and "\t" in rest and sentence.isdigit():
+                ids.add(int(sentence))
+    return sorted(ids)
+
+
+def split_size(data_bin: str, subset: str) -> int:
+    """Sentences in ``subset`` of a fairseq data-bin (its source side)."""
+    import os
+
+    from fairseq.data import data_utils
+
+    data_bin = data_bin.split(":")[0]  # fairseq's sharded data-bins: the first holds valid and test
+    src, tgt = data_utils.infer_language_pair(data_bin)
+    if src is None:
+        raise ValueError(f"{data_bin}: no dict.*.txt of a language pair: not a fairseq data-bin")
+    for prefix in (f"{subset}.{src}-{tgt}.{src}", f"{subset}.{tgt}-{src}.{src}"):
+        dataset = data_utils.load_indexed_dataset(os.path.join(data_bin, prefix), None)
+        if dataset is not None:
+            return len(dataset)
+    raise ValueError(f"{data_bin}: no split {subset!r} (no {subset}.{src}-{tgt}.{src}.idx)")
+
+
+def coverage(ids: list[int], size: int | None) -> dict:
+    """How many of the split's sentences have a hypothesis: ``scored``, ``split`` (its size, or
+    the largest id + 1 when unknown) and the ``missing`` ids."""
+    expected = size if size is not None else (max(ids) + 1 if ids else 0)
+    present = set(ids)
+    return {"scored": len(present & set(range(expected))), "split": expected,
+            "missing": [i for i in range(expected) if i not in present]}
+
+
+def check_coverage(cover: dict, allow_subset: bool, what: str = "the split") -> None:
+    """Raise ValueError when sentences are missing, unless ``allow_subset``."""
+    missing = cover["missing"]
+    if not missing or allow_subset:
+        return
+    shown = ", ".join(map(str, missing[:20])) + (", ..." if len(missing) > 20 else "")
+    raise ValueError(
+        f"hypotheses for {cover['scored']} of the {cover['split']} sentences of {what}: {len(missing)} missing "
+        f"(ids {shown}). fairseq-generate skipped them (--skip-invalid-size-inputs-valid-test with "
+        "--max-source-positions or --max-tokens, or --required-batch-size-multiple with the translation task); "
+        "a score over a subset is not the split's score. Translate every sentence, or pass --allow-subset "
+        "to score the subset, marked as such")
+
+
+def subset_note(cover: dict) -> str:
+    if not cover["missing"]:
+        return ""
+    return (f"SUBSET: {cover['scored']} of {cover['split']} sentences scored "
+            f"({len(cover['missing'])} missing), not the split's score")
 
 
 def read_generate_output(path: str) -> tuple[list[str], list[str]]:
@@ -169,6 +241,9 @@ def report(results: dict) -> str:
                  f"{r[name]['f1_interval'][1]:.2f}]" for name in ("rouge1", "rouge2", "rougeL")]
         lines.append("ROUGE F1 (rouge-score, mean over sentences [95% bootstrap], "
                      f"stemmer {'on' if r['stemmer'] else 'off'}): " + ", ".join(parts))
+    if "subset" in results:  # every score line says it is a subset's
+        mark = f"[SUBSET {results['subset']['scored']}/{results['subset']['split']}] "
+        lines = [subset_note(results["subset"])] + [mark + line for line in lines]
     return "\n".join(lines)
 
 
@@ -177,9 +252,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.hyp and not args.ref:
         parser.error("--hyp needs --ref")
+    cover = None
     try:
         if args.generate_output:
             hyps, refs = read_generate_output(args.generate_output)
+            size = split_size(args.data_bin, args.subset) if args.data_bin else None
+            cover = coverage(read_generate_ids(args.generate_output), size)
+            check_coverage(cover, args.allow_subset, f"{args.data_bin} {args.subset}" if args.data_bin
+                           else f"{args.generate_output} (ids 0 to {cover['split'] - 1})")
         else:
             hyps, refs = read_lines(args.hyp), read_lines(args.ref)
         ref_detok = read_lines(args.ref_detok) if args.ref_detok else None
@@ -191,6 +271,8 @@ def main(argv: list[str] | None = None) -> None:
                               ("ref.detok", ref_detok or detokenize(refs, args.lang))):
             with open(f"{args.write_text}.{suffix}", "w", encoding="utf-8") as out:
                 out.writelines(line + "\n" for line in lines)
+    if cover and cover["missing"]:
+        results["subset"] = cover
     print(report(results))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:

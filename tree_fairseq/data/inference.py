@@ -6,11 +6,17 @@ made for that sentence: the words are recovered from the BPE pieces (:func:`grou
 with a configurable parser (:func:`make_parser`), every word of several pieces becomes a node over
 them (:func:`expand_subwords`) and the node labels are encoded with the task's node dictionary
 (labels unseen in training become ``<unk>``, as tree-fairseq-preprocess does for valid and test).
+A parser other than the training data's says so: the first unseen labels are logged once with their
+share, and a parser none of whose labels the training data knows (e.g. ``balanced`` trees for a model
+trained on a real parser's) is refused.
 
 fairseq-interactive collates :meth:`InferenceTrees.dataset` but hands the generator only
 ``src_tokens`` and ``src_lengths``; :meth:`InferenceTrees.add_tree_inputs` puts the tree inputs back.
 The trees of the last dataset are kept, so each sentence is parsed once.
 """
+
+import logging
+from collections import Counter
 
 import torch
 from fairseq import utils
@@ -18,11 +24,16 @@ from fairseq.data import Dictionary, LanguagePairDataset, ListDataset
 from torch import Tensor
 
 from tree_fairseq.data.tree_pair_dataset import TreePairDataset, collate_trees
-from tree_fairseq.parsing import Parser, make_parser
+from tree_fairseq.parsing import Parser, TrivialParser, make_parser
 from tree_fairseq.trees import SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, node_tensors
+
+logger = logging.getLogger(__name__)
 
 # Parsers that need no file beside the sentences.
 INFERENCE_PARSERS = ("stanza", "balanced", "left", "right")
+# Distinct labels a real parser must have given, all unseen in training, before its label set is
+# called disjoint from the training data's (a trivial parser's set is known from its first node).
+_DISJOINT_AFTER = 3
 
 
 class InferenceTrees:
@@ -49,6 +60,9 @@ class InferenceTrees:
         self._lang = lang
         self._parser_model_dir = parser_model_dir
         self._trees: dict[tuple[int, ...], tuple[Tensor, Tensor]] = {}
+        self.labels_seen: Counter = Counter()  # every node label encoded so far
+        self.labels_unknown: Counter = Counter()  # those unseen in training
+        self._warned = False
 
     @property
     def parser(self) -> Parser:
@@ -65,7 +79,7 @@ class InferenceTrees:
                                     constraints=constraints, left_pad_source=left_pad_source)
         labels = ListDataset([label for label, _ in trees], sizes=[len(label) for label, _ in trees])
         spans = ListDataset([span for _, span in trees], sizes=[len(span) for _, span in trees])
-        return TreePairDataset(pairs, labels, spans, self.node_dict)
+        return TreePairDataset(pairs, labels, spans, self.node_dict, keep_every_sentence=True)
 
     def add_tree_inputs(self, net_input: dict) -> dict:
         """``net_input`` with ``src_tokens`` ``(B, n)`` (padded either side, EOS last) and
@@ -102,7 +116,41 @@ class InferenceTrees:
             except TreeError as error:
                 raise TreeError(f"{error} (source sentence: {' '.join(sentence_pieces)!r})") from None
             tensors.append(node_tensors(tree, self.node_dict.index))
+            self._count_labels(tree)
+        self._check_labels()
         return tensors
+
+    def _count_labels(self, tree) -> None:
+        labels = Counter(node.label for node in tree.nodes)
+        self.labels_seen.update(labels)
+        self.labels_unknown.update({label: n for label, n in labels.items()
+                                    if self.node_dict.index(label) == self.node_dict.unk()})
+
+    def _check_labels(self) -> None:
+        """Refuse a parser whose labels the training data never had; warn once about unseen ones."""
+        unknown, seen = sum(self.labels_unknown.values()), sum(self.labels_seen.values())
+        if not unknown:
+            return
+        if unknown == seen and (isinstance(self.parser, TrivialParser) or len(self.labels_unknown) >= _DISJOINT_AFTER):
+            known = self.node_dict.symbols[self.node_dict.nspecial:]
+            raise ValueError(
+                f"the inference parser ({_parser_name(self._parser)}) labels its nodes "
+                f"{', '.join(sorted(self.labels_unknown))}, none of which the training data has "
+                f"({', '.join(known[:12])}{', ...' if len(known) > 12 else ''}): every node would be "
+                f"{self.node_dict.unk_word}. Parse with the parser the training data was parsed with "
+                "(--inference-parser) and its --subword-label")
+        if not self._warned:
+            self._warned = True
+            logger.warning(
+                f"{unknown} of {seen} source node labels ({100 * unknown / seen:.1f}%) were never seen in training "
+                f"and become {self.node_dict.unk_word}: {dict(self.labels_unknown.most_common(10))}; is "
+                f"--inference-parser ({_parser_name(self._parser)}) the parser of the training data?")
+
+
+def _parser_name(parser) -> str:
+    if isinstance(parser, str):
+        return parser
+    return getattr(parser, "shape", None) or type(parser).__name__
 
 
 def _key(tokens: Tensor, src_dict: Dictionary) -> tuple[int, ...]:

@@ -45,10 +45,17 @@ def collate_trees(labels, spans, src_tokens, src_lengths, left_pad, label_pad):
 class TreePairDataset(BaseWrapperDataset):
     """Wraps fairseq's LanguagePairDataset; adds each source sentence's node
     labels and spans. ``--max-tokens`` counts leaves plus nodes on the source
-    side; ``--max-source-positions`` still limits leaves, as in fairseq."""
+    side; ``--max-source-positions`` still limits leaves, as in fairseq.
 
-    def __init__(self, pairs, node_labels, node_spans, node_dict):
+    ``keep_every_sentence`` (the splits translated or scored: generate, validate,
+    raw text): batches never drop a sentence. fairseq's batching drops the last
+    batch when its size is not a multiple of ``--required-batch-size-multiple``
+    (default 8), which for a training epoch costs a few sentences but for a test
+    set silently leaves sentences untranslated; here that last batch is kept."""
+
+    def __init__(self, pairs, node_labels, node_spans, node_dict, keep_every_sentence=False):
         super().__init__(pairs)
+        self.keep_every_sentence = keep_every_sentence
         if not len(pairs) == len(node_labels) == len(node_spans):
             raise ValueError(
                 f"{len(pairs)} sentence pairs but {len(node_labels)} node label and "
@@ -92,9 +99,30 @@ class TreePairDataset(BaseWrapperDataset):
             sizes = np.maximum(sizes, self.dataset.tgt_sizes[indices])
         return sizes
 
+    def describe_size(self, index):
+        """What --max-tokens compares for sentence ``index``, in words."""
+        leaves, nodes = int(self.dataset.src_sizes[index]), int(self.node_sizes[index])
+        text = f"{leaves} leaves + {nodes} nodes = {leaves + nodes} source tokens"
+        if self.dataset.tgt_sizes is not None:
+            text += f" ({int(self.dataset.tgt_sizes[index])} target tokens)"
+        return text
+
     def batch_by_size(self, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
+        if max_tokens is not None and len(indices):
+            sizes = self.num_tokens_vec(np.asarray(indices, dtype=np.int64))
+            if sizes.max() > max_tokens:
+                index = int(np.asarray(indices)[sizes.argmax()])
+                raise ValueError(f"sentence {index}: {self.describe_size(index)} > max_tokens {max_tokens}; "
+                                 "filter such sentences first (the task's filter_indices_by_size) or raise "
+                                 "--max-tokens")
         # The wrapped dataset would count its own (leaf-only) tokens.
-        return FairseqDataset.batch_by_size(
+        batches = FairseqDataset.batch_by_size(
             self, indices, max_tokens=max_tokens, max_sentences=max_sentences,
             required_batch_size_multiple=required_batch_size_multiple,
         )
+        if self.keep_every_sentence:
+            # fairseq's batches are consecutive runs of ``indices``; what it dropped is the tail.
+            batched = sum(len(batch) for batch in batches)
+            if batched < len(indices):
+                batches = list(batches) + [np.asarray(indices[batched:], dtype=np.int64)]
+        return batches

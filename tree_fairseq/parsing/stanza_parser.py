@@ -33,7 +33,10 @@ NETWORK_TIMEOUT_S = 5
 
 class StanzaParser:
     def __init__(self, lang: str, model_dir: str | None = None, batch_size: int = 64,
-                 use_gpu: bool | None = None):
+                 use_gpu: bool | None = None, on_failure: str = "error"):
+        from tree_fairseq.parsing import Failures
+
+        self.failures = Failures(on_failure)
         model_dir = model_dir or DEFAULT_MODEL_DIR
         options = dict(
             tokenize_pretokenized=True,  # one input line is one sentence, never re-split
@@ -50,7 +53,7 @@ class StanzaParser:
 
     def parse(self, sentences: list[list[str]], first_line: int, source: str) -> list[Tree]:
         document = self.pipeline([[html.unescape(token) for token in tokens] for tokens in sentences])
-        return document_trees(document, sentences, first_line, source)
+        return document_trees(document, sentences, first_line, source, self.failures)
 
 
 def _load_pipeline(lang: str, model_dir: str, options: dict) -> stanza.Pipeline:
@@ -67,15 +70,30 @@ def _load_pipeline(lang: str, model_dir: str, options: dict) -> stanza.Pipeline:
 
 
 def document_trees(document: stanza.Document, sentences: list[list[str]], first_line: int,
-                   source: str) -> list[Tree]:
+                   source: str, failures=None) -> list[Tree]:
     """The trees of stanza's parsed ``document`` over the corpus tokens
-    ``sentences``, lines ``first_line``, ... of the file ``source``."""
+    ``sentences``, lines ``first_line``, ... of the file ``source``.
+
+    A sentence stanza gave no tree, or a tree that is not over its own words, is a failure,
+    handed to ``failures`` (a :class:`~tree_fairseq.parsing.Failures`; None: an error). A tree
+    over other text than the line's stays an error."""
+    if len(document.sentences) != len(sentences):
+        raise TreeError(f"{source}:{first_line}: stanza returned {len(document.sentences)} sentences for the "
+                        f"{len(sentences)} lines from here on")
     trees = []
-    for i, (tokens, sentence) in enumerate(zip(sentences, document.sentences, strict=True)):
+    for i, (tokens, sentence) in enumerate(zip(sentences, document.sentences)):
         try:
+            if getattr(sentence, "constituency", None) is None:
+                raise TreeError("stanza gave no constituency tree")
             tree = normalize([raw_tree(sentence.constituency)])
             tree = tree_over_tokens(tree, [token.text for token in sentence.tokens],
                                     [[word.text for word in token.words] for token in sentence.tokens])
+        except TreeError as error:
+            if failures is None:
+                raise located(error, source, first_line + i) from None
+            trees.append(failures.fallback(tokens, located(error, source, first_line + i), first_line + i))
+            continue
+        try:
             trees.append(align(tree, tokens))
         except TreeError as error:
             raise located(error, source, first_line + i) from None
@@ -84,8 +102,14 @@ def document_trees(document: stanza.Document, sentences: list[list[str]], first_
 
 def raw_tree(tree) -> RawTree:
     """A ``stanza.models.constituency.parse_tree.Tree`` as a :class:`RawTree`
-    (in both, a word is a node without children)."""
-    return RawTree(tree.label, [raw_tree(child) for child in tree.children])
+    (in both, a word is a node without children); iterative, for deep trees."""
+    root = RawTree(tree.label)
+    stack = [(tree, root)]
+    while stack:
+        source, copy = stack.pop()
+        copy.children = [RawTree(child.label) for child in source.children]
+        stack.extend(zip(source.children, copy.children))
+    return root
 
 
 def tree_over_tokens(tree: Tree, tokens: list[str], token_words: list[list[str]]) -> Tree:

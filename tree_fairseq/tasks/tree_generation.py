@@ -105,6 +105,24 @@ class TreeGenerationConfig(TranslationConfig):
 class TreeGenerationTask(TranslationTask):
     cfg: TreeGenerationConfig
 
+    def __init__(self, cfg, src_dict, tgt_dict):
+        super().__init__(cfg, src_dict, tgt_dict)
+        self._training_splits: set[str] = set()
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        # fairseq's trainer loads its train subset with combine=True, every split it only
+        # evaluates (valid, generate's --gen-subset, fairseq-validate) without.
+        (self._training_splits.add if combine else self._training_splits.discard)(split)
+
+    def get_batch_iterator(self, dataset, *args, **kwargs):
+        # fairseq drops the last batch when its size is not a multiple of
+        # --required-batch-size-multiple (default 8): a few sentences of a training epoch, but
+        # sentences left untranslated in a split that is generated or scored. Those keep them all.
+        if not any(self.datasets.get(split) is dataset for split in self._training_splits):
+            kwargs["required_batch_size_multiple"] = 1
+        return super().get_batch_iterator(dataset, *args, **kwargs)
+
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         if seq_gen_cls is not None or getattr(args, "print_alignment", False):
             raise ValueError("tree_generation builds its own sequence generator (no --print-alignment)")

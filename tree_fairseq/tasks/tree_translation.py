@@ -2,9 +2,11 @@
 sentences carry trees (batch layout: :mod:`tree_fairseq.data.tree_pair_dataset`)."""
 
 import inspect
+import logging
 from dataclasses import dataclass, field
 from typing import Optional
 
+import numpy as np
 from fairseq import utils
 from fairseq.data import Dictionary
 from fairseq.dataclass import ChoiceEnum
@@ -14,6 +16,8 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from tree_fairseq.data import TreePairDataset, load_node_dictionary, load_tree_streams
 from tree_fairseq.data.inference import INFERENCE_PARSERS, InferenceTrees
 from tree_fairseq.trees import SUBWORD_FORMATS, SUBWORD_LABELS
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -78,7 +82,40 @@ class TreeTranslationTask(TranslationTask):
         data_dir = paths[(epoch - 1) % len(paths)]
         labels, spans = load_tree_streams(data_dir, split, self.cfg.source_lang, self.cfg.target_lang,
                                           combine=combine, upsample_primary=self.cfg.upsample_primary)
-        self.datasets[split] = TreePairDataset(self.datasets[split], labels, spans, self.node_dict)
+        # fairseq's trainer loads its train subset with combine=True and every split it only
+        # evaluates (valid, generate's --gen-subset, fairseq-validate) without: those keep every
+        # sentence whatever --required-batch-size-multiple says.
+        self.datasets[split] = TreePairDataset(self.datasets[split], labels, spans, self.node_dict,
+                                               keep_every_sentence=not combine)
+
+    def get_batch_iterator(self, dataset, max_tokens=None, *args, **kwargs):
+        if isinstance(dataset, TreePairDataset):
+            # Read by filter_indices_by_size, which fairseq calls with max_positions only.
+            dataset.max_tokens = max_tokens
+        return super().get_batch_iterator(dataset, max_tokens, *args, **kwargs)
+
+    def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
+        """fairseq's filter (leaves against --max-source-positions, --max-tokens folded in), then
+        the sentences whose leaves plus nodes exceed --max-tokens, treated as fairseq treats a
+        too-long sentence: skipped and counted (training, --skip-invalid-size-inputs-valid-test),
+        an error otherwise."""
+        indices = super().filter_indices_by_size(indices, dataset, max_positions, ignore_invalid_inputs)
+        max_tokens = getattr(dataset, "max_tokens", None)
+        if not isinstance(dataset, TreePairDataset) or max_tokens is None or len(indices) == 0:
+            return indices
+        indices = np.asarray(indices, dtype=np.int64)
+        sizes = dataset.num_tokens_vec(indices)
+        too_big = indices[sizes > max_tokens]
+        if len(too_big) == 0:
+            return indices
+        if not ignore_invalid_inputs:
+            raise Exception(
+                f"Size of sample #{too_big[0]} is invalid: {dataset.describe_size(too_big[0])} > --max-tokens "
+                f"{max_tokens}; skip this example with --skip-invalid-size-inputs-valid-test or raise --max-tokens"
+            )
+        logger.warning(f"{len(too_big):,} samples have invalid sizes and will be skipped: source leaves + nodes "
+                       f"(or target tokens) > --max-tokens {max_tokens}, first few sample ids={too_big[:10].tolist()}")
+        return indices[sizes <= max_tokens]
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         """Raw-text translation: the sentences (dictionary ids of their BPE pieces) are parsed

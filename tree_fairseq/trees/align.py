@@ -22,6 +22,8 @@ _PTB_ESCAPES = {
     "-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
     "``": '"', "''": '"', "`": "'",
 }
+# Inside a word (tree-fairseq-parse writes the token f(x) as f-LRB-x-RRB-).
+_BRACKET_ESCAPES = ("-LRB-", "("), ("-RRB-", ")"), ("-LSB-", "["), ("-RSB-", "]"), ("-LCB-", "{"), ("-RCB-", "}")
 _CHARACTER_FORMS = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'",
                                   "\u2019": "'", "\u00ab": '"', "\u00bb": '"'})
 
@@ -29,6 +31,9 @@ _CHARACTER_FORMS = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "
 def canonical(token: str) -> str:
     """The form in which a parser leaf and a corpus token are compared."""
     token = _PTB_ESCAPES.get(token, token)
+    if "-" in token:
+        for escape, bracket in _BRACKET_ESCAPES:
+            token = token.replace(escape, bracket)
     # Moses escapes are HTML entities (&apos; &quot; &amp; &lt; &gt; &#91; &#93; &#124;).
     token = html.unescape(token)
     return "".join(token.translate(_CHARACTER_FORMS).lower().split())
@@ -102,8 +107,8 @@ def _token_of_leaf(leaves: list[str], words: list[str]) -> tuple[list[int], list
         if leaf:
             first.append(owner[position])
             last.append(owner[position + len(leaf) - 1])
-        else:  # a leaf with no characters attaches to the next token
-            token = owner[min(position, len(owner) - 1)]
+        else:  # a leaf with no characters attaches to the next token (the first of a text without any)
+            token = owner[min(position, len(owner) - 1)] if owner else 0
             first.append(token)
             last.append(token)
         position += len(leaf)

@@ -38,9 +38,14 @@ class RawTree:
         return not self.children
 
     def words(self) -> list[str]:
-        if self.is_word:
-            return [self.label]
-        return [word for child in self.children for word in child.words()]
+        words, stack = [], [self]
+        while stack:  # left to right, without recursion (trees can be deeper than its limit)
+            node = stack.pop()
+            if node.is_word:
+                words.append(node.label)
+            else:
+                stack.extend(reversed(node.children))
+        return words
 
 
 def read_bracketed(line: str) -> list[RawTree]:

@@ -122,17 +122,23 @@ def normalize(trees: list[RawTree]) -> Tree:
     tag_of_leaf: dict[int, str] = {}
     label_of_span: dict[tuple[int, int], str] = {}
 
-    def visit(tree: RawTree) -> None:
+    # Depth first without recursion (a parser's tree can be deeper than Python's recursion limit):
+    # an entry (node, None) is a visit on the way down, (node, first leaf) the visit on the way up.
+    stack: list[tuple[RawTree, int | None]] = [(root, None)]
+    while stack:
+        tree, start = stack.pop()
         if tree.is_word:
             leaves.append(tree.label)
-            return
-        start = len(leaves)
-        if len(tree.children) == 1 and tree.children[0].is_word:
-            tag = strip_function_tags(tree.label)
-            if tag not in WRAPPER_LABELS:
-                tag_of_leaf[start] = tag
-        for child in tree.children:
-            visit(child)
+            continue
+        if start is None:
+            start = len(leaves)
+            if len(tree.children) == 1 and tree.children[0].is_word:
+                tag = strip_function_tags(tree.label)
+                if tag not in WRAPPER_LABELS:
+                    tag_of_leaf[start] = tag
+            stack.append((tree, start))
+            stack.extend((child, None) for child in reversed(tree.children))
+            continue
         span = (start, len(leaves) - 1)
         if span[1] > span[0]:
             label = strip_function_tags(tree.label)
@@ -142,7 +148,6 @@ def normalize(trees: list[RawTree]) -> Tree:
             elif label_of_span[span] == "":
                 label_of_span[span] = label
 
-    visit(root)
     nodes = tuple(Node(label or ROOT_LABEL, s, e) for (s, e), label in label_of_span.items())
     tags = tuple(tag_of_leaf[j] for j in range(len(leaves))) if len(tag_of_leaf) == len(leaves) else None
     return Tree(tuple(leaves), nodes, tags)
@@ -164,9 +169,20 @@ def strip_function_tags(label: str) -> str:
 
 
 def _without_traces(tree: RawTree) -> RawTree | None:
-    if tree.is_word:
-        return tree
-    if tree.label == TRACE_LABEL:
-        return None
-    children = [c for c in (_without_traces(child) for child in tree.children) if c is not None]
-    return RawTree(tree.label, children) if children else None
+    """A copy of ``tree`` without ``-NONE-`` subtrees and the nodes they empty (None when nothing
+    is left); iterative, for trees deeper than Python's recursion limit."""
+    kept: dict[int, RawTree | None] = {}
+    stack: list[tuple[RawTree, bool]] = [(tree, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if node.is_word:
+            kept[id(node)] = node
+        elif node.label == TRACE_LABEL:
+            kept[id(node)] = None
+        elif not children_done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in node.children)
+        else:
+            children = [kept[id(child)] for child in node.children if kept[id(child)] is not None]
+            kept[id(node)] = RawTree(node.label, children) if children else None
+    return kept[id(tree)]

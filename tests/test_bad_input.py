@@ -1,0 +1,438 @@
+"""Bad input and silent losses found by testing the pipeline against what real data and real flags do:
+every sentence of a generated split comes back, scores over a subset are refused, unknown node labels
+at inference are named, resumed parsing notices edited input, and deep trees, bracket tokens, bad
+bytes and parser failures get a clear answer instead of a traceback."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import cli_args, subprocess_env, train_and_generate
+
+from tree_fairseq.tasks import TreeTranslationConfig, TreeTranslationTask
+
+ARCH = "tree_transformer_tiny"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_task(databin, split="valid", combine=False, **overrides):
+    cfg = TreeTranslationConfig(data=str(databin), source_lang="de", target_lang="en", dataset_impl="mmap",
+                                required_seq_len_multiple=1, **overrides)
+    task = TreeTranslationTask.setup_task(cfg)
+    task.load_dataset(split, combine=combine)
+    return task
+
+
+def hypothesis_ids(stdout: str) -> list[int]:
+    return sorted(int(line.split("\t")[0][2:]) for line in stdout.splitlines() if line.startswith("H-"))
+
+
+# Every sentence of a generated or validated split is translated
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tiny_databin, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("checkpoint")
+    train_and_generate(tiny_databin, save_dir, ARCH, "--share-all-embeddings", max_update=2)
+    return save_dir / "checkpoint_last.pt"
+
+
+def fairseq_generate(databin, checkpoint, *flags, task="tree_translation"):
+    return subprocess.run([
+        sys.executable, "-m", "fairseq_cli.generate", *cli_args(databin, task), "--path", str(checkpoint),
+        "--gen-subset", "test", "--beam", "2", "--max-len-a", "0", "--max-len-b", "5", *flags,
+    ], env=subprocess_env(), capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("flags", [("--batch-size", "1"), ("--max-tokens", "60")])
+def test_fairseq_generate_translates_every_sentence_whatever_the_batch_multiple(tiny_databin, checkpoint, flags):
+    # fairseq's default --required-batch-size-multiple 8 drops a last batch of another size:
+    # with --batch-size 1 the last sentence in length order was never translated.
+    result = fairseq_generate(tiny_databin, checkpoint, *flags)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert hypothesis_ids(result.stdout) == list(range(40))
+
+
+def test_validation_batches_keep_every_sentence_training_batches_are_fairseqs(tiny_databin):
+    for combine, expected in ((False, 40), (True, 39)):  # fairseq drops the last batch of 1
+        task = load_task(tiny_databin, combine=combine)
+        batches = task.get_batch_iterator(task.dataset("valid"), max_sentences=1, required_batch_size_multiple=8,
+                                          max_positions=(1024, 1024)).next_epoch_itr(shuffle=False)
+        ids = sorted(i for batch in batches for i in batch["id"].tolist())
+        assert len(ids) == expected and len(set(ids)) == len(ids)
+
+
+def test_tree_generation_keeps_every_sentence_of_an_evaluated_split(plain_databin):
+    from fairseq.tasks.translation import TranslationConfig
+
+    from tree_fairseq.tasks.tree_generation import TreeGenerationTask
+
+    cfg = TranslationConfig(data=str(plain_databin), source_lang="de", target_lang="en", dataset_impl="mmap",
+                            required_seq_len_multiple=1)
+    for combine, expected in ((False, 40), (True, 39)):
+        task = TreeGenerationTask.setup_task(cfg)
+        task.load_dataset("valid", combine=combine)
+        batches = task.get_batch_iterator(task.dataset("valid"), max_sentences=1, required_batch_size_multiple=8,
+                                          max_positions=(1024, 1024)).next_epoch_itr(shuffle=False)
+        assert len({i for batch in batches for i in batch["id"].tolist()}) == expected
+
+
+def test_max_tokens_below_a_sentences_leaves_and_nodes_skips_and_counts_it(tiny_databin, caplog):
+    import logging
+
+    task = load_task(tiny_databin)
+    dataset = task.dataset("valid")
+    sizes = dataset.num_tokens_vec(np.arange(len(dataset)))
+    too_big = int((sizes > 30).sum())
+    # leaves alone fit: fairseq's own filter (leaves against max_positions) keeps them all
+    assert too_big > 0 and (dataset.dataset.src_sizes <= 30).sum() > len(dataset) - too_big
+    with pytest.raises(Exception, match=r"Size of sample #\d+ is invalid: \d+ leaves \+ \d+ nodes = \d+ source "
+                                        r"tokens .* > --max-tokens 30; skip this example with "
+                                        "--skip-invalid-size-inputs-valid-test"):
+        task.get_batch_iterator(dataset, max_tokens=30, max_positions=(30, 30))
+    task = load_task(tiny_databin)
+    with caplog.at_level(logging.WARNING):
+        batches = task.get_batch_iterator(task.dataset("valid"), max_tokens=30, max_positions=(30, 30),
+                                          ignore_invalid_inputs=True)
+    kept = [i for batch in batches.next_epoch_itr(shuffle=False) for i in batch["id"].tolist()]
+    assert sorted(kept) == sorted(np.flatnonzero(sizes <= 30).tolist())
+    assert f"{too_big} samples have invalid sizes and will be skipped: source leaves + nodes" in caplog.text
+
+
+# Scores over part of a split are refused
+
+
+def write_generate_output(path, ids):
+    path.write_text("".join(f"S-{i}\tsrc\nT-{i}\tthe cat sat\nH-{i}\t-0.5\tthe cat sat\n" for i in ids))
+    return path
+
+
+def test_score_refuses_a_subset_and_names_the_missing_sentences(tmp_path, tiny_databin):
+    from tree_fairseq.cli import score
+
+    output = write_generate_output(tmp_path / "generate-test.txt", [0, 1, 2, 5, 6])
+    cover = score.coverage(score.read_generate_ids(str(output)), score.split_size(str(tiny_databin), "test"))
+    assert cover == {"scored": 5, "split": 40, "missing": [3, 4] + list(range(7, 40))}
+    with pytest.raises(ValueError, match=r"hypotheses for 5 of the 40 sentences of .*: 35 missing \(ids 3, 4, 7, "):
+        score.check_coverage(cover, allow_subset=False)
+    score.check_coverage(cover, allow_subset=True)
+    # without the data-bin, a gap in the ids is still seen
+    with pytest.raises(SystemExit, match="hypotheses for 5 of the 7 sentences .* 2 missing \\(ids 3, 4\\)"):
+        score.main(["--generate-output", str(output), "--metrics", "tokbleu"])
+
+
+def test_generate_sh_refuses_a_score_over_skipped_sentences(tiny_databin, checkpoint, tmp_path):
+    root = subprocess_env()
+    command = ["bash", str(ROOT / "scripts" / "generate.sh"), "--metrics", "tokbleu", str(tiny_databin),
+               str(checkpoint), str(tmp_path / "out"), "--cpu", "--max-source-positions", "10",
+               "--skip-invalid-size-inputs-valid-test", "--beam", "2", "--max-len-a", "0", "--max-len-b", "5"]
+    env = {**root, "PYTHON": sys.executable, "PATH": f"{Path(sys.executable).parent}:{root['PATH']}"}
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert re.search(r"tree-fairseq-score: error: hypotheses for (\d+) of the 40 sentences of .* test: (\d+) missing \(ids ",
+                     result.stderr), result.stderr[-2000:]
+    result = subprocess.run(command[:4] + ["--allow-subset"] + command[4:], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    scored = int(re.search(r"SUBSET: (\d+) of 40 sentences scored", result.stdout).group(1))
+    assert 0 < scored < 40 and f"[SUBSET {scored}/40] tokenised BLEU" in result.stdout
+
+
+# Raw-text translation with a parser other than the training data's
+
+
+def test_inference_parser_labels_unseen_in_training_are_named(tagged_databin, caplog):
+    import logging
+
+    from tree_fairseq.data.inference import InferenceTrees
+
+    task = load_task(tagged_databin)
+    dataset = task.dataset("valid")
+    sources = [dataset[i]["source"] for i in range(len(dataset))]
+    # Trees by a parser whose labels the training data (a real parser's: S, NP, VP and tags) lacks.
+    trees = InferenceTrees(task.source_dictionary, task.node_dictionary, "balanced")
+    with pytest.raises(ValueError, match=r"the inference parser \(balanced\) labels its nodes @BPE, X, none of which "
+                                         r"the training data has \(.*NP.*\): every node would be <unk>"):
+        trees.dataset(sources, [len(s) for s in sources])
+    # Some labels unseen: counted, one warning with their share, the known ones kept.
+
+    class Relabelling:
+        def parse(self, sentences, first_line, source):
+            from tree_fairseq.trees import Node, Tree
+
+            return [Tree(tuple(words), (Node("NP", 0, 1), Node("NEWLABEL", 0, len(words) - 1))) for words in sentences]
+
+    trees = InferenceTrees(task.source_dictionary, task.node_dictionary, Relabelling(), subword_label="bpe")
+    with caplog.at_level(logging.WARNING):
+        trees.dataset(sources, [len(s) for s in sources])
+        unknown, seen = sum(trees.labels_unknown.values()), sum(trees.labels_seen.values())
+        trees.dataset(sources, [len(s) for s in sources])
+    warnings = [r.getMessage() for r in caplog.records if "never seen in training" in r.getMessage()]
+    assert len(warnings) == 1
+    # per sentence: NP (known), NEWLABEL, and @BPE over each split word (the data-bin has tags there)
+    assert trees.labels_unknown["NEWLABEL"] == 2 * len(sources)
+    assert unknown == len(sources) + trees.labels_unknown["@BPE"] // 2
+    assert trees.labels_seen["NP"] == 2 * len(sources) and "NP" not in trees.labels_unknown
+    assert warnings[0].startswith(f"{unknown} of {seen} source node labels ({100 * unknown / seen:.1f}%) were never "
+                                  "seen in training and become <unk>: {'@BPE': ")
+    assert f"'NEWLABEL': {len(sources)}}}; is --inference-parser (Relabelling) the parser" in warnings[0]
+
+
+@pytest.fixture(scope="module")
+def tagged_databin(tmp_path_factory):
+    from conftest import preprocess
+    from test_preprocess import write_tagged_corpus
+
+    corpus = tmp_path_factory.mktemp("tagged_corpus")
+    for split, size, seed in (("train", 40, 11), ("valid", 12, 12), ("test", 12, 13)):
+        write_tagged_corpus(corpus, split, size, seed)
+    return preprocess(corpus, tmp_path_factory.mktemp("tagged") / "bin")
+
+
+# tree-fairseq-parse: resuming, leftovers, options, bytes, brackets, depth, parser failures
+
+
+def parse_run(tmp_path, *args):
+    from tree_fairseq.cli import parse as parse_cli
+
+    parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees"), *args])
+    return (tmp_path / "trees").read_text(encoding="utf-8").splitlines()
+
+
+def parse_error(tmp_path, *args) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_run(tmp_path, *args)
+    return str(exit_info.value.code)
+
+
+def test_resume_sees_an_edit_that_kept_size_and_time_stamp(tmp_path, monkeypatch):
+    import os
+
+    from tree_fairseq.cli import parse as parse_cli
+    from tree_fairseq.parsing import TrivialParser
+
+    class Interrupted(Exception):
+        pass
+
+    class StopAtLine4(TrivialParser):
+        def parse(self, sentences, first_line, source):
+            if first_line == 4:
+                raise Interrupted
+            return super().parse(sentences, first_line, source)
+
+    text = tmp_path / "text"
+    text.write_text("a b c\nd e f\ng h i\nj k l\n", encoding="utf-8")
+    monkeypatch.setattr(parse_cli, "make_parser", lambda *a, **k: StopAtLine4("left"))
+    with pytest.raises(Interrupted):
+        parse_run(tmp_path, "--parser", "left", "--chunk-size", "3")
+    assert (tmp_path / "trees.parts" / "00000000.trees").exists()
+    # Edited in place, same size, time stamp put back (as cp -p, rsync -a and tar do).
+    stat = os.stat(text)
+    text.write_text("x y z\nd e f\ng h i\nj k l\n", encoding="utf-8")
+    os.utime(text, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert os.stat(text).st_size == stat.st_size and os.stat(text).st_mtime_ns == stat.st_mtime_ns
+    monkeypatch.setattr(parse_cli, "make_parser", lambda *a, **k: TrivialParser("left"))
+    lines = parse_run(tmp_path, "--parser", "left", "--chunk-size", "3")
+    assert lines[0] == "(X (X x y) z)"  # not the stale "(X (X a b) c)"
+
+
+def test_leftover_parts_without_a_readable_manifest_do_not_block_the_next_run(tmp_path, capsys):
+    (tmp_path / "text").write_text("a b\n", encoding="utf-8")
+    parts = tmp_path / "trees.parts"
+    parts.mkdir()
+    (parts / "manifest.json").write_text('{"input": [', encoding="utf-8")  # cut short
+    (parts / "00000000.trees").write_text("(X stale tree)\n", encoding="utf-8")
+    assert parse_run(tmp_path, "--parser", "balanced") == ["(X a b)"]
+    (parts).mkdir()  # no manifest at all
+    (parts / "00000000.trees.tmp").write_text("(X half", encoding="utf-8")
+    assert parse_run(tmp_path, "--parser", "balanced") == ["(X a b)"]
+    assert not parts.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--parser", "bracketed"), "--parser bracketed needs --trees"),
+    (("--parser", "stanza"), "--parser stanza needs --lang"),
+    (("--parser", "bracketed", "--trees", "{tmp}/absent"), "--trees {tmp}/absent: no such file"),
+])
+def test_refused_options_leave_nothing_behind(tmp_path, args, message):
+    (tmp_path / "text").write_text("a b\n", encoding="utf-8")
+    args = [arg.format(tmp=tmp_path) for arg in args]
+    assert message.format(tmp=tmp_path) in parse_error(tmp_path, *args)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text"]
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_chunk_size_must_be_positive(tmp_path, capsys, value):
+    (tmp_path / "text").write_text("a b\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        parse_run(tmp_path, "--parser", "balanced", "--chunk-size", value)
+    assert exit_info.value.code == 2
+    assert "argument --chunk-size: " in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text"]
+
+
+def test_a_failed_run_that_finished_no_chunk_leaves_nothing(tmp_path):
+    (tmp_path / "text").write_text("a b\n\n", encoding="utf-8")
+    assert f"{tmp_path / 'text'}:2: empty line" in parse_error(tmp_path, "--parser", "balanced")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text"]
+
+
+def test_bytes_that_are_not_utf8_are_named_with_file_and_line(tmp_path, tiny_corpus):
+    (tmp_path / "text").write_bytes("a b\nc d\ncaf\xe9 e\n".encode("latin-1"))
+    assert f"{tmp_path / 'text'}:3: not UTF-8: byte 0xe9 at byte 4 of the line" in parse_error(
+        tmp_path, "--parser", "balanced")
+    (tmp_path / "text").write_text("a b\nc d\n", encoding="utf-8")
+    (tmp_path / "parsed").write_bytes(b"(S a b)\n(S c \xff)\n")
+    assert f"{tmp_path / 'parsed'}:2: not UTF-8: byte 0xff" in parse_error(
+        tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / "parsed"))
+    from conftest import preprocess
+
+    corpus = tmp_path / "corpus"
+    import shutil
+
+    shutil.copytree(tiny_corpus, corpus)
+    lines = (corpus / "valid.en").read_bytes().split(b"\n")
+    lines[4] = b"\x80" + lines[4]
+    (corpus / "valid.en").write_bytes(b"\n".join(lines))
+    with pytest.raises(SystemExit) as exit_info:
+        preprocess(corpus, tmp_path / "bin")
+    assert f"{corpus / 'valid.en'}:5: not UTF-8: byte 0x80 at byte 1 of the line" in str(exit_info.value.code)
+    assert not (tmp_path / "bin").exists()
+
+
+def test_tokens_with_brackets_and_entity_tokens_go_through_parse_and_preprocess(tmp_path):
+    from conftest import preprocess
+
+    from tree_fairseq.cli import parse as parse_cli
+
+    text = ["f(x) ru@@ ns", "the &amp; sign", "&amp;", "g[y] &#124; a(b", "(x) ) ("]
+    words = [line.replace("@@ ", "") for line in text]
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.tok").write_text("".join(w + "\n" for w in words), encoding="utf-8")
+        (tmp_path / f"{split}.de").write_text("".join(t + "\n" for t in text), encoding="utf-8")
+        (tmp_path / f"{split}.en").write_text("".join(w + "\n" for w in words), encoding="utf-8")
+        parse_cli.main(["--input", str(tmp_path / f"{split}.tok"), "--output", str(tmp_path / f"{split}.tree.de"),
+                        "--parser", "left"])
+    assert (tmp_path / "train.tree.de").read_text().splitlines()[0] == "(X f-LRB-x-RRB- runs)"
+    task = load_task(preprocess(tmp_path, tmp_path / "bin"))
+    dataset = task.dataset("valid")
+    for i, line in enumerate(text):
+        pieces = line.split()
+        assert [task.src_dict[t] for t in dataset[i]["source"][:-1]] == pieces
+        # a left-branching tree over the words, the pieces of runs under their own node
+        expected = len(words[i].split()) - 1 + sum(piece.endswith("@@") for piece in pieces)
+        assert len(dataset[i]["node_labels"]) == expected
+
+
+def test_a_tree_deeper_than_the_recursion_limit_parses_binarises_and_batches(tmp_path):
+    from conftest import preprocess
+
+    from tree_fairseq.cli import parse as parse_cli
+    from tree_fairseq.trees import parse_tree
+
+    n = max(400, sys.getrecursionlimit() + 10)
+    words = [f"w{i % 50}" for i in range(n)]
+    # A parser's left-branching tree, preterminals included: depth n + 1.
+    bracketed = "(ROOT " + "(S " * (n - 1) + "(NN w0) " + " ".join(f"(NN {w}))" for w in words[1:]) + ")"
+    tree = parse_tree(bracketed)
+    assert len(tree.nodes) == n - 1 and tree.tags == ("NN",) * n
+    assert parse_tree(tree.to_bracketed()) == tree
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.tok").write_text(" ".join(words) + "\na b\n", encoding="utf-8")
+        (tmp_path / f"{split}.parsed").write_text(bracketed + "\n(S (NN a) (NN b))\n", encoding="utf-8")
+        parse_cli.main(["--input", str(tmp_path / f"{split}.tok"), "--output", str(tmp_path / f"{split}.tree.de"),
+                        "--parser", "bracketed", "--trees", str(tmp_path / f"{split}.parsed")])
+        for side in ("de", "en"):
+            (tmp_path / f"{split}.{side}").write_text(" ".join(words) + "\na b\n", encoding="utf-8")
+    task = load_task(preprocess(tmp_path, tmp_path / "bin"))
+    dataset = task.dataset("valid")
+    batch = dataset.collater([dataset[0], dataset[1]])
+    spans = batch["net_input"]["src_node_spans"]
+    assert spans.shape == (2, n - 1, 2)
+    row = batch["id"].tolist().index(0)
+    assert sorted(spans[row].tolist()) == sorted([[0, end] for end in range(1, n)])
+
+
+def test_on_failure_gives_lines_the_parser_gave_up_on_a_trivial_tree(tmp_path, capsys):
+    from tree_fairseq.trees import trivial_tree
+
+    text = ["a b c", "d e", "f g h i", "j k", "l m n", "o p"]
+    (tmp_path / "text").write_text("".join(line + "\n" for line in text), encoding="utf-8")
+    (tmp_path / "parsed").write_text("(S (NP a b) c)\nnull\n( )\n\n(S (NP l m) n\n(S o p)\n", encoding="utf-8")
+    trees_flag = ("--parser", "bracketed", "--trees", str(tmp_path / "parsed"))
+    message = parse_error(tmp_path, *trees_flag)
+    assert f"{tmp_path / 'parsed'}:2: not a bracketed tree: 'null'" in message and "--on-failure" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parsed", "text"]
+    lines = parse_run(tmp_path, *trees_flag, "--on-failure", "right", "--chunk-size", "2")
+    assert lines == ["(S (NP a b) c)", *(trivial_tree(text[k].split(), "right").to_bracketed() for k in (1, 2, 3, 4)),
+                     "(S o p)"]
+    failures = (tmp_path / "trees.failures").read_text(encoding="utf-8").splitlines()
+    assert [line.split("\t")[0] for line in failures] == ["2", "3", "4", "5"]
+    assert "not a bracketed tree" in failures[0] and "empty bracket pair" in failures[1]
+    assert "empty line" in failures[2] and "unbalanced brackets" in failures[3]
+    assert ("tree-fairseq-parse: 4 of 6 lines (66.67%) could not be parsed and got right trees over their tokens: "
+            f"lines 2, 3, 4, 5 (all in {tmp_path / 'trees'}.failures)") in capsys.readouterr().err
+    # A tree over other words is no parser failure but files that do not belong together.
+    (tmp_path / "parsed").write_text("(S a b c)\n(S d x)\n(S f g h i)\n(S j k)\n(S l m n)\n(S o p)\n")
+    assert "leaf 2 is 'x' but token 2 is 'e'" in parse_error(tmp_path, *trees_flag, "--on-failure", "balanced")
+    # A later clean run removes the old failure list.
+    (tmp_path / "parsed").write_text("".join(f"(S {line})\n" for line in text))
+    parse_run(tmp_path, *trees_flag, "--on-failure", "balanced")
+    assert not (tmp_path / "trees.failures").exists()
+
+
+def test_on_failure_for_stanza_with_a_sentence_it_gave_no_tree(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("stanza")
+    from stanza.models.common.doc import Document
+    from stanza.models.constituency.tree_reader import read_trees
+
+    from tree_fairseq.cli import parse as parse_cli
+    from tree_fairseq.parsing import Failures
+    from tree_fairseq.parsing.stanza_parser import StanzaParser
+    from tree_fairseq.trees import trivial_tree
+
+    def pipeline(sentences):
+        """stanza's answer: its own tree for every sentence but the second, which has none."""
+        document = Document([[{"id": (i + 1,), "text": word} for i, word in enumerate(words)]
+                             for words in sentences])
+        for k, (sentence, words) in enumerate(zip(document.sentences, sentences)):
+            if k != 1:
+                bracketed = "(ROOT (S " + " ".join(f"(NN {word})" for word in words) + "))"
+                [sentence.constituency] = read_trees(bracketed, use_tqdm=False)
+        return document
+
+    def make_parser(*args, on_failure="error", **kwargs):
+        parser = object.__new__(StanzaParser)  # no models here: the pipeline is stood in for
+        parser.pipeline, parser.failures = pipeline, Failures(on_failure)
+        return parser
+
+    monkeypatch.setattr(parse_cli, "make_parser", make_parser)
+    text = ["a b c", "d &amp; e", "f g"]
+    (tmp_path / "text").write_text("".join(line + "\n" for line in text), encoding="utf-8")
+    message = parse_error(tmp_path, "--parser", "stanza", "--lang", "de")
+    assert f"{tmp_path / 'text'}:2: stanza gave no constituency tree; --on-failure" in message
+    lines = parse_run(tmp_path, "--parser", "stanza", "--lang", "de", "--on-failure", "balanced")
+    assert lines == ["(S (NN a) (NN b) (NN c))", trivial_tree(text[1].split(), "balanced").to_bracketed(),
+                     "(S (NN f) (NN g))"]
+    assert (tmp_path / "trees.failures").read_text().startswith("2\t")
+    assert "1 of 3 lines" in capsys.readouterr().err
+
+
+def test_console_script_help_names_on_failure():
+    result = subprocess.run([sys.executable, "-m", "tree_fairseq.cli.parse", "--help"],
+                            capture_output=True, text=True, check=True)
+    assert "--on-failure {error,balanced,left,right}" in result.stdout
+
+
+def test_leaves_that_are_only_entities_of_no_character_align(tmp_path):
+    from tree_fairseq.trees import align, parse_tree
+
+    # Moses escapes of blanks canonicalise to nothing: a text of only those has no character to align by.
+    tree = align(parse_tree("(X &#32;)"), ["&#32;", "&#32;"])
+    assert tree.leaves == ("&#32;", "&#32;") and [(n.start, n.end) for n in tree.nodes] == [(0, 1)]
+    (tmp_path / "text").write_text("&#32; &#32;\n&amp;\n", encoding="utf-8")
+    (tmp_path / "parsed").write_text("(X &#32;)\n(SYM &)\n", encoding="utf-8")
+    assert parse_run(tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / "parsed")) == \
+        ["(ROOT &#32; &#32;)", "(ROOT (SYM &amp;))"]
