@@ -13,8 +13,8 @@ from tree_fairseq.modules.tree_composition import (
     ResidualMeanComposition,
     TreeComposition,
     composition_schedule,
-    node_heights,
 )
+from tree_fairseq.modules.tree_geometry import node_heights
 
 DIM = 16
 FORMS = ("paper", "paper-head", "residual_mean")

@@ -59,6 +59,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from tree_fairseq.modules.tree_geometry import branch_node_counts, leaf_membership, node_containment
+
 
 class TreeStructure(NamedTuple):
     """The data-only tensors of a batch of trees, built once and shared by all layers.
@@ -94,23 +96,11 @@ def build_tree_structure(
     ``(-1, -1)`` for padded nodes; leaf_padding_mask: ``(B, n)`` bool; node_padding_mask:
     ``(B, m)`` bool (True = pad).
     """
-    real_node = ~node_padding_mask  # (B, m)
-    start, end = spans[..., 0], spans[..., 1]  # (B, m)
-    column = torch.arange(leaf_padding_mask.size(1), device=spans.device)  # (n,)
-    membership = (
-        (start.unsqueeze(-1) <= column)
-        & (column <= end.unsqueeze(-1))
-        & real_node.unsqueeze(-1)
-        & ~leaf_padding_mask.unsqueeze(1)
-    )  # (B, m, n)
-    containment = (
-        (start.unsqueeze(-1) <= start.unsqueeze(1))
-        & (end.unsqueeze(1) <= end.unsqueeze(-1))
-        & real_node.unsqueeze(-1)
-        & real_node.unsqueeze(1)
-    )  # (B, m, m)
-    # |C^i_j| = 1 + nodes on the branch i -> j, 0 off span: small integer counts, exact in float32.
-    path_count = torch.bmm(containment.float(), membership.float()).add_(1).mul_(membership)  # (B, m, n)
+    start = spans[..., 0]  # (B, m)
+    membership = leaf_membership(spans, leaf_padding_mask, node_padding_mask)  # (B, m, n)
+    containment = node_containment(spans, node_padding_mask)  # (B, m, m)
+    # |C^i_j| = 1 + nodes on the branch i -> j, 0 off span.
+    path_count = branch_node_counts(membership, containment).add_(1).mul_(membership)  # (B, m, n)
     span_size = membership.sum(-1)  # (B, m)
     branches = _branch_triples(containment, span_size, start, path_count)
     branch_average = membership / (path_count * span_size.unsqueeze(-1)).clamp_(min=1)

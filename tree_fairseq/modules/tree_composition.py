@@ -67,7 +67,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tree_fairseq.modules.tree_positional_encoding import tree_items, tree_parents
+from tree_fairseq.modules.tree_geometry import node_heights, tree_items, tree_parents
 
 
 class CompositionStep(NamedTuple):
@@ -84,28 +84,6 @@ class CompositionSchedule(NamedTuple):
     steps: tuple[CompositionStep, ...]
     leaf_padding_mask: Tensor  # (B, n)
     node_padding_mask: Tensor  # (B, m)
-
-
-def node_heights(spans: Tensor, leaf_padding_mask: Tensor, node_padding_mask: Tensor) -> Tensor:
-    """``(B, m)`` long: nodes on the longest path from each node down to a leaf (1 for a node
-    over leaves only), 0 for padding. ``max_j Σ_t [j ∈ span(t) ⊆ span(i)]`` as one bmm."""
-    start, end, real = tree_items(spans, leaf_padding_mask, node_padding_mask)
-    num_nodes = spans.size(1)
-    if num_nodes == 0:
-        return start.new_zeros(start.size(0), 0)
-    node_start, node_end, real_node = start[:, :num_nodes], end[:, :num_nodes], real[:, :num_nodes]
-    column = torch.arange(leaf_padding_mask.size(1), device=spans.device)
-    membership = (
-        (node_start.unsqueeze(-1) <= column) & (column <= node_end.unsqueeze(-1)) & real[:, None, num_nodes:]
-    )  # (B, m, n)
-    containment = (
-        (node_start.unsqueeze(-1) <= node_start.unsqueeze(1))
-        & (node_end.unsqueeze(1) <= node_end.unsqueeze(-1))
-        & real_node.unsqueeze(-1)
-        & real_node.unsqueeze(1)
-    )  # (B, m, m)
-    # Small integer counts: exact in float32.
-    return torch.bmm(containment.float(), membership.float()).amax(-1).round().long()
 
 
 def composition_schedule(
