@@ -166,6 +166,30 @@ def test_encoder_composes_the_transformer_leaves(tiny_databin, form):
     assert out["encoder_padding_mask"][0][:, m:].equal(leaf_padding_mask)
 
 
+def test_node_labels_are_embedded_as_the_tokens(tiny_databin):
+    """With ``--node-labels --layernorm-embedding``: the node inputs get fairseq's embedding layer
+    norm after the scale, as the tokens do (and as in the other models reading node labels)."""
+    task, model = build(tiny_databin, "--node-labels", "--layernorm-embedding", arch=ARCH)
+    encoder = model.encoder.eval()
+    assert encoder.layernorm_embedding is not None
+    with torch.no_grad():
+        encoder.layernorm_embedding.weight.uniform_(0.5, 1.5)
+        encoder.layernorm_embedding.bias.normal_()
+    batch = collate(task, by_length(task)[-4:])
+    inputs = encoder_input(batch)
+    with torch.no_grad():
+        out = encoder(**inputs)
+        leaves, _ = encoder.forward_embedding(inputs["src_tokens"])
+        leaf_padding_mask = inputs["src_tokens"].eq(task.source_dictionary.pad())
+        schedule = composition_schedule(inputs["src_node_spans"], leaf_padding_mask, inputs["src_node_padding_mask"])
+        node_inputs = encoder.embed_scale * encoder.embed_node_labels(inputs["src_node_labels"])
+        node_inputs = torch.nn.functional.layer_norm(
+            node_inputs, (node_inputs.size(-1),), encoder.layernorm_embedding.weight, encoder.layernorm_embedding.bias
+        )
+        nodes, leaf_states = encoder.compositions[0](leaves, schedule, node_inputs)
+    torch.testing.assert_close(out["encoder_out"][0], torch.cat([nodes, leaf_states], dim=1).transpose(0, 1))
+
+
 @pytest.mark.parametrize("flags", [
     (), ("--node-labels",), ("--composition-layers", "2", "--composition-branches", "2"),
     ("--composition-branch-residual", "head"), ("--composition-leaves", "contextual"),

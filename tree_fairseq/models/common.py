@@ -1,11 +1,13 @@
 """The fairseq wiring the models of this package share: options from a config dataclass,
-embeddings with fairseq's sharing rules, the ``forward`` of a ``--task tree_translation`` batch
-(tree keys passed to the encoder, or accepted and ignored), and the tiny test architecture.
-What is particular to a method stays in its own module."""
+embeddings with fairseq's sharing rules, node-label embeddings, the feed-forward block of an
+encoder layer, the token columns of the attention weights handed to fairseq, the ``forward`` of a
+``--task tree_translation`` batch (tree keys passed to the encoder, or accepted and ignored), and
+the tiny test architecture. What is particular to a method stays in its own module."""
 
 from typing import Optional
 
 import torch
+from torch import Tensor
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase, TransformerModelBase
 
@@ -40,6 +42,67 @@ class SentenceRowsReorder:
             reordered[key] = [tensor.index_select(0, new_order) for tensor in encoder_out[key]]
         reordered["source_rows"] = [reordered_rows]
         return reordered
+
+
+class NodeLabelEmbedding:
+    """Node-label embeddings for a fairseq transformer encoder (mix in before it), treated as
+    fairseq treats the token embeddings: ``embed_scale``, then, after whatever positions the
+    method adds, ``layernorm_embedding``, dropout and quant noise. The node-label table
+    (the encoder's ``embed_node_labels``, from the node dictionary) is never shared with the
+    token tables."""
+
+    def scaled_node_embedding(self, src_node_labels: Tensor) -> Tensor:
+        """Node labels ``(B, m)`` -> ``embed_scale · E[label]`` ``(B, m, C)``."""
+        return self.embed_scale * self.embed_node_labels(src_node_labels)
+
+    def embedding_tail(self, x: Tensor) -> Tensor:
+        """fairseq's ``forward_embedding`` after the positions: ``layernorm_embedding`` (if any),
+        dropout, quant noise (if any). ``(..., C)`` -> ``(..., C)``."""
+        if self.layernorm_embedding is not None:
+            x = self.layernorm_embedding(x)
+        x = self.dropout_module(x)
+        if self.quant_noise is not None:
+            x = self.quant_noise(x)
+        return x
+
+    def forward_node_embedding(self, src_node_labels: Tensor) -> Tensor:
+        """Node labels ``(B, m)`` -> ``(B, m, C)``: as the token embeddings, without position."""
+        return self.embedding_tail(self.scaled_node_embedding(src_node_labels))
+
+
+class FeedForwardBlock:
+    """The feed-forward block of fairseq's transformer encoder layer, for a layer (mix in before
+    :class:`TransformerEncoderLayerBase`) whose attention block is its own: ``fc2(act(fc1(x)))``
+    with activation dropout, dropout, the residual and ``final_layer_norm`` before
+    (``--encoder-normalize-before``) or after."""
+
+    def forward_feed_forward(self, x: Tensor) -> Tensor:
+        residual = x
+        if self.normalize_before:
+            x = self.final_layer_norm(x)
+        x = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(x))))
+        x = self.residual_connection(self.dropout_module(x), residual)
+        if not self.normalize_before:
+            x = self.final_layer_norm(x)
+        return x
+
+
+class TokenColumns:
+    """For a fairseq decoder (mix in before it) whose encoder output holds more items than the
+    source tokens (tree nodes, chart cells): the cross-attention weights it hands back (``attn``,
+    e.g. a hypothesis' ``attention`` for ``--print-alignment``) are the token columns only, so that
+    they index source tokens as fairseq's alignment code expects."""
+
+    def token_columns(self, encoder_out) -> slice:
+        """The columns of the encoder's items that are the source tokens."""
+        raise NotImplementedError
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        x, extra = super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
+        attn = extra["attn"][0]
+        if attn is not None and encoder_out is not None:
+            extra["attn"] = [attn[..., self.token_columns(encoder_out)]]
+        return x, extra
 
 
 class SentenceCrossAttentionDecoder(TransformerDecoderBase):
@@ -146,19 +209,13 @@ class TextSourceTransformerModel(ConfiguredTransformerModel):
         )
 
 
-class TreeSourceDecoder(SentenceCrossAttentionDecoder):
+class TreeSourceDecoder(TokenColumns, SentenceCrossAttentionDecoder):
     """A :class:`SentenceCrossAttentionDecoder` over an encoder output of ``[nodes; leaves]``
     items (with ``src_node_padding_mask``). Cross-attention is fairseq's over all items; the
-    attention weights it hands back (``attn``, e.g. a hypothesis' ``attention``) are the leaf
-    columns only, so that they index source tokens as fairseq's alignment code expects."""
+    attention weights it hands back are the leaf columns (:class:`TokenColumns`)."""
 
-    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
-        x, extra = super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
-        attn = extra["attn"][0]
-        if attn is not None and encoder_out is not None:
-            num_nodes = encoder_out["src_node_padding_mask"][0].size(1)
-            extra["attn"] = [attn[..., num_nodes:]]
-        return x, extra
+    def token_columns(self, encoder_out) -> slice:
+        return slice(encoder_out["src_node_padding_mask"][0].size(1), None)
 
 
 class TreeSourceTransformerModel(ConfiguredTransformerModel):

@@ -17,8 +17,8 @@ Options (docs/methods.md, section 5, has the table against the paper):
   plugin's earlier model, a translation decoder's usual view of each word in its sentence.
   ``--composition-leaves contextual --encoder-layers 0`` is the paper's "PE on" ablation
   (Table 2): embeddings plus positions. The default, ``embeddings``, takes ``--encoder-layers 0``.
-- ``--node-labels``: a node's label embedding (node dictionary, scaled as tokens, never the
-  target vocabulary) joins its children's rows, where the paper's dependency form puts the
+- ``--node-labels``: a node's label embedding (node dictionary, embedded as the tokens: scale,
+  ``--layernorm-embedding``, dropout; never the target vocabulary) joins its children's rows, where the paper's dependency form puts the
   parent word (eq. 1's ``X_d``); by default only the children are composed (``X_c``).
 - ``--composition-branch-residual head``: eq. 5's other reading (see the module).
 - ``--composition-form residual_mean``: this plugin's earlier composition
@@ -48,7 +48,12 @@ from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
 from torch import Tensor, nn
 
-from tree_fairseq.models.common import SentenceRowsReorder, TreeSourceTransformerModel, tiny_defaults
+from tree_fairseq.models.common import (
+    NodeLabelEmbedding,
+    SentenceRowsReorder,
+    TreeSourceTransformerModel,
+    tiny_defaults,
+)
 from tree_fairseq.modules.tree_composition import ResidualMeanComposition, TreeComposition, composition_schedule
 
 COMPOSITION_FORMS = ChoiceEnum(["paper", "residual_mean"])
@@ -89,7 +94,7 @@ class TreeCompositionTransformerConfig(TransformerConfig):
     )
 
 
-class TreeCompositionEncoder(SentenceRowsReorder, TransformerEncoderBase):
+class TreeCompositionEncoder(NodeLabelEmbedding, SentenceRowsReorder, TransformerEncoderBase):
     """The leaves (word embeddings, or fairseq's transformer encoder output), then bottom-up
     composition passes.
 
@@ -139,7 +144,7 @@ class TreeCompositionEncoder(SentenceRowsReorder, TransformerEncoderBase):
         schedule = composition_schedule(src_node_spans, leaf_padding_mask, src_node_padding_mask)
         nodes = None
         if self.embed_node_labels is not None:
-            nodes = self.dropout_module(self.embed_scale * self.embed_node_labels(src_node_labels))
+            nodes = self.forward_node_embedding(src_node_labels)
         for composition in self.compositions:
             nodes, leaves = composition(leaves, schedule, nodes)
         return {

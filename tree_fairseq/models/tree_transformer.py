@@ -57,7 +57,14 @@ from fairseq.models.transformer.transformer_legacy import (
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from torch import Tensor
 
-from tree_fairseq.models.common import SentenceRowsReorder, TreeSourceTransformerModel, tiny_defaults
+from tree_fairseq.models.common import (
+    FeedForwardBlock,
+    NodeLabelEmbedding,
+    SentenceRowsReorder,
+    TokenColumns,
+    TreeSourceTransformerModel,
+    tiny_defaults,
+)
 from tree_fairseq.modules.hierarchical_accumulation import TreeStructure, build_tree_structure
 from tree_fairseq.modules.tree_attention import (
     TreeCrossAttention,
@@ -97,7 +104,7 @@ class TreeTransformerConfig(TransformerConfig):
     )
 
 
-class TreeTransformerEncoderLayer(TransformerEncoderLayerBase):
+class TreeTransformerEncoderLayer(FeedForwardBlock, TransformerEncoderLayerBase):
     """``φ`` of eqs. 19-20: tree self-attention over ``[N; L]``, then fairseq's residual, layer
     norm and feed-forward network, applied to nodes and leaves alike."""
 
@@ -123,18 +130,10 @@ class TreeTransformerEncoderLayer(TransformerEncoderLayerBase):
         x = self.residual_connection(self.dropout_module(torch.cat([nodes, leaves], dim=1)), residual)
         if not self.normalize_before:
             x = self.self_attn_layer_norm(x)
-
-        residual = x
-        if self.normalize_before:
-            x = self.final_layer_norm(x)
-        x = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(x))))
-        x = self.residual_connection(self.dropout_module(x), residual)
-        if not self.normalize_before:
-            x = self.final_layer_norm(x)
-        return x
+        return self.forward_feed_forward(x)
 
 
-class TreeTransformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
+class TreeTransformerEncoder(NodeLabelEmbedding, SentenceRowsReorder, TransformerEncoderBase):
     """The tree encoder (eqs. 12-20); fairseq's transformer encoder for embeddings, positions,
     dropout and the final layer norm.
 
@@ -150,16 +149,6 @@ class TreeTransformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
 
     def build_encoder_layer(self, cfg):
         return TreeTransformerEncoderLayer(cfg)
-
-    def forward_node_embedding(self, src_node_labels: Tensor) -> Tensor:
-        """Node labels ``(B, m)`` -> ``(B, m, C)``: as the token embeddings, without position."""
-        x = self.embed_scale * self.embed_node_labels(src_node_labels)
-        if self.layernorm_embedding is not None:
-            x = self.layernorm_embedding(x)
-        x = self.dropout_module(x)
-        if self.quant_noise is not None:
-            x = self.quant_noise(x)
-        return x
 
     def forward(
         self,
@@ -247,14 +236,13 @@ class TreeEncoderAttention(FairseqIncrementalState, TreeCrossAttention):
         need_head_weights: bool = False,
     ):
         """query ``(T, B, C)`` -> output ``(T, B, C)`` and, if asked, the head-averaged attention
-        weights on the leaves, ``(B, T, n)`` (``(1, B, T, n)`` for ``need_head_weights``).
+        weights on the nodes and leaves, ``(B, T, m + n)`` (``(1, B, T, m + n)`` for
+        ``need_head_weights``); the decoder hands fairseq their leaf columns.
         ``value`` and ``key_padding_mask`` are implied by ``key``."""
         memory = self._row_memory(key, incremental_state)
         out, weights = self.attend(query.transpose(0, 1), memory, need_weights or need_head_weights)
-        if weights is not None:
-            weights = weights[:, :, memory.num_nodes:]
-            if need_head_weights:
-                weights = weights.unsqueeze(0)
+        if weights is not None and need_head_weights:
+            weights = weights.unsqueeze(0)
         return out.transpose(0, 1), weights
 
     def _row_memory(self, key: TreeSourceRows, incremental_state) -> TreeMemory:
@@ -288,8 +276,12 @@ class TreeTransformerDecoderLayer(TransformerDecoderLayerBase):
         )
 
 
-class TreeTransformerDecoder(TransformerDecoderBase):
-    """fairseq's transformer decoder attending over the source tree (eqs. 21-24)."""
+class TreeTransformerDecoder(TokenColumns, TransformerDecoderBase):
+    """fairseq's transformer decoder attending over the source tree (eqs. 21-24); the attention
+    weights it hands back are the leaf columns (:class:`TokenColumns`)."""
+
+    def token_columns(self, encoder_out) -> slice:
+        return slice(encoder_out["tree_source"][0].nodes.size(1), None)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return TreeTransformerDecoderLayer(cfg, no_encoder_attn)

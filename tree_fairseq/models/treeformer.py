@@ -47,6 +47,7 @@ from tree_fairseq.models.common import (
     SentenceCrossAttentionDecoder,
     SentenceRowsReorder,
     TextSourceTransformerModel,
+    TokenColumns,
     tiny_defaults,
 )
 from tree_fairseq.modules.treeformer_chart import COMPOSITIONS, POOLINGS, TreeformerChart
@@ -123,17 +124,12 @@ class TreeformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
         }
 
 
-class TreeformerDecoder(SentenceCrossAttentionDecoder):
+class TreeformerDecoder(TokenColumns, SentenceCrossAttentionDecoder):
     """A :class:`SentenceCrossAttentionDecoder` over the tokens and chart cells; the attention
-    weights it returns cover the tokens only."""
+    weights it returns cover the tokens only (:class:`TokenColumns`)."""
 
-    def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None, **kwargs):
-        x, extra = super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
-        attn = extra["attn"][0]
-        if encoder_out is not None and attn is not None:
-            num_tokens = encoder_out["encoder_out"][0].size(0) - encoder_out["chart_padding_mask"][0].size(1)
-            extra["attn"] = [attn[..., :num_tokens]]
-        return x, extra
+    def token_columns(self, encoder_out) -> slice:
+        return slice(encoder_out["encoder_out"][0].size(0) - encoder_out["chart_padding_mask"][0].size(1))
 
 
 @register_model("treeformer")
