@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Unsupervised parsing with constituent attention (Wang et al., EMNLP 2019, section 7.2).
 
-Reads gold trees, one bracketed tree per line (default: the NLTK Penn Treebank sample in
-``../shared/data/ptb-sample``), normalised as everywhere in tree_fairseq (function tags and
+Reads gold trees, one bracketed tree per line (default: the NLTK Penn Treebank sample, at the
+path ``--help`` shows), normalised as everywhere in tree_fairseq (function tags and
 traces stripped, preterminals dropped, unary chains collapsed), keeping only the words PRPN and
 ON-LSTM's evaluation keeps (``--word-filter word-tags``: 36 word tags; punctuation, ``$``, ``#``
 go; ``punctuation-tags`` drops only the punctuation tags ``. , : `` '' -LRB- -RRB-``, this

@@ -16,7 +16,7 @@ from its input and restricts self-attention to them:
   computed as the exponential of a sum of logs;
 - attention (eq. 2): ``E = C ⊙ softmax(QKᵀ / sqrt(d_head))``, one ``C`` shared by all heads.
 
-Choices the paper leaves open, made here:
+Readings, and choices the paper leaves open, made here:
 
 - the diagonal is the empty product, ``C_ii = 1``: a token always lies in its own constituent,
   so its own attention weight is never scaled down. (The authors' code leaves ``C_ii`` near 0,

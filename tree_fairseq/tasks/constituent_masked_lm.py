@@ -1,6 +1,7 @@
 """The ``constituent_masked_lm`` task: fairseq's ``masked_lm`` task (BERT-style masking) with one
 sentence per sample, to train a constituent-attention encoder alone (the paper's section 7.2
-trains its encoder as a masked LM) and parse with it.
+trains its encoder as a masked LM) and parse with it. docs/methods.md (section 2) lists the
+paper's settings against this code.
 
 Data: a monolingual data-bin of one sentence per line, as fairseq-preprocess writes it::
 
