@@ -40,16 +40,32 @@ def test_architectures_set_defaults(tiny_databin, arch, dims):
     args = parse(tiny_databin, arch=arch)
     assert (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads,
             args.encoder_layers, args.decoder_layers) == dims
-    assert args.renormalize_constituent_attention is False
+    assert args.renormalize_constituent_attention is False and args.neighbour_score_scale == "half-d-model"
     assert parse(tiny_databin, "--renormalize-constituent-attention", arch=arch).renormalize_constituent_attention
+
+
+@pytest.mark.parametrize("arch, dims", [
+    # the paper's section 7.1 (512 wide, 8 heads, ffn 2048, dropout 0.1) at its best depth, 10 layers
+    ("constituent_encoder_lm", (512, 2048, 8, 10, 0.1)),
+    ("constituent_encoder_lm_small", (256, 1024, 4, 6, 0.1)),
+    ("constituent_encoder_lm_tiny", (32, 64, 4, 2, 0.1)),
+])
+def test_encoder_lm_architectures(tiny_databin, arch, dims):
+    args = parse(tiny_databin, arch=arch)
+    assert (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads,
+            args.encoder_layers, args.dropout) == dims
+    assert args.neighbour_score_scale == "half-d-model"
 
 
 def test_layers_use_constituent_attention(tiny_databin, tiny):
     _, model = tiny
     layer = model.encoder.layers[0]
     assert isinstance(layer.self_attn, ConstituentSelfAttention) and not layer.self_attn.renormalize
+    assert all(layer.constituent_attention.score_scale == "half-d-model" for layer in model.encoder.layers)
     _, renormalized = build(tiny_databin, "--renormalize-constituent-attention")
     assert renormalized.encoder.layers[0].self_attn.renormalize
+    _, earlier = build(tiny_databin, "--neighbour-score-scale", "d-model")
+    assert all(layer.constituent_attention.score_scale == "d-model" for layer in earlier.encoder.layers)
 
 
 def test_links_follow_the_hierarchical_constraint(tiny):
