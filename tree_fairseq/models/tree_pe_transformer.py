@@ -16,27 +16,29 @@ cross-attends to every item, nodes and leaves (:class:`TreeSourceDecoder`).
 :mod:`tree_fairseq.trees.linearize`: symbols annotated with their number of children (``NP(3)``; a
 leaf has none), in depth-first or breadth-first order (``--tree-order``, which must match the data).
 The decoder is fairseq's transformer decoder whose positional embedding is the tree positional
-encoding of the slot the next symbol fills, computed step by step from the partial tree
-(:class:`TreeSlotPositions`): the input at step ``t`` is the embedding of symbol ``t − 1`` plus the
-encoding of the position of symbol ``t``, as a sequence decoder adds position ``t``. The first
-symbol is the root (the empty path); once no slot is open, EOS sits at the root's right sibling, as
-in the encoder. The partial tree is a list of *frames*, one per node with children still to come:
-the path of its next open slot and how many slots it has left. A symbol fills the slot of the
-newest frame (depth first) or the oldest (breadth first), which moves on to its next sibling and
-closes after its last; a node with ``k`` children opens a frame at its first child. This is
-``O(1)`` tensor operations per step for the whole beam, kept in the incremental state and
-reordered with it. The encoder is fairseq's (sinusoidal positions): the source is a sentence.
-Generation with ``--task tree_generation`` only ever emits whole trees (see that task).
+encoding of the symbol each input holds, computed step by step from the partial tree
+(:class:`TreeSlotPositions`), as section 4 of the paper asks: the start token gets the zero
+encoding, and each fed-back output its own position, the slot of the partial tree it filled (the
+first symbol, the root, has the empty path, hence also the zero encoding). The decoder has to infer
+the next position from this history. A symbol past the end of the tree (never generated, see the
+task) sits at the root's right sibling, where the encoder puts EOS. The partial tree is a list of
+*frames*, one per node with children still to come: the path of its next open slot and how many
+slots it has left. A symbol fills the slot of the newest frame (depth first) or the oldest (breadth
+first), which moves on to its next sibling and closes after its last; a node with ``k`` children
+opens a frame at its first child. This is ``O(1)`` tensor operations per step for the whole beam,
+kept in the incremental state and reordered with it. The encoder is fairseq's (sinusoidal
+positions): the source is a sentence. Generation with ``--task tree_generation`` only ever emits
+whole trees (see that task).
 
-Choices the paper leaves open, made here:
+Choices the paper leaves open, made here (docs/methods.md, section 3, lists them all):
 
 - the encodings are added to the scaled embeddings where fairseq adds its sinusoidal ones, and
   follow their scale (see the module); the encoder's and the decoder's are separate parameters;
 - nodes and leaves share one space of positions (every item of a tree has its own path, up to
   the truncation); what tells a node from a leaf is its embedding table;
-- the decoder's input at a step is the previous symbol plus the position of the slot being
-  predicted (not of the previous symbol), as a sequence decoder adds the position of the token it
-  predicts; the symbols' child counts reach the decoder through the symbols and the positions;
+- option ``--tree-pe-decoder-positions next_slot``: the input at step ``t`` is symbol ``t − 1``
+  plus the position of the slot being predicted (symbol ``t``'s), as a sequence decoder adds
+  position ``t``; this plugin's earlier form, kept for its checkpoints;
 - an item deeper than ``k = --tree-pe-max-depth`` LCRS steps loses its oldest steps (the module's
   truncation); under LCRS a child's index counts as depth, so flat nodes reach it sooner;
 - training computes the positions of a whole target at once (:func:`sequence_slot_paths`, ``O(k)``
@@ -90,6 +92,9 @@ class TreePETransformerConfig(TransformerConfig):
     )
 
 
+DECODER_POSITIONS = ("symbol", "next_slot")
+
+
 @dataclass
 class TreePEParserConfig(TreePETransformerConfig):
     """The tree decoder's options on top of :class:`TreePETransformerConfig`."""
@@ -98,6 +103,12 @@ class TreePEParserConfig(TreePETransformerConfig):
         default="depth_first",
         metadata={"help": "order in which the target trees are linearised and generated; must be the "
                           "order of the data (default: depth_first)"},
+    )
+    tree_pe_decoder_positions: ChoiceEnum(list(DECODER_POSITIONS)) = field(
+        default="symbol",
+        metadata={"help": "symbol: each decoder input at the position of the symbol it holds, the start "
+                          "token at the zero encoding (the paper's section 4); next_slot: at the position "
+                          "of the symbol it predicts (the earlier form of this plugin) (default: symbol)"},
     )
 
 
@@ -324,34 +335,54 @@ def sequence_slot_paths(arity: Tensor, breadth_first: bool, max_depth: int) -> T
     return torch.stack(paths, dim=-1)[:, 1:]
 
 
+def sequence_symbol_paths(arity: Tensor, breadth_first: bool, max_depth: int) -> Tensor:
+    """The position of the symbol each input holds (the paper's section 4), for whole sequences:
+    arity ``(B, T)`` (``-1`` for BOS, EOS, padding) -> ``(B, T, k)``. A symbol sits at the slot
+    the partial tree before it had open (:func:`sequence_slot_paths` one step earlier, the root
+    slot first); BOS, EOS and padding at the empty path, whose encoding is zero."""
+    slots = sequence_slot_paths(arity, breadth_first, max_depth)  # (B, T, k): after each input
+    before = torch.cat([root_paths(arity.size(0), 1, max_depth=max_depth, device=arity.device),
+                        slots[:, :-1]], dim=1)
+    return before.masked_fill((arity < 0).unsqueeze(-1), -1)
+
+
 class TreeSlotPositions(FairseqIncrementalState, nn.Module):
-    """The decoder's positional embedding: tokens ``(B, T)`` -> the tree positional encoding of
-    the slot each step's output fills, ``(B, T, C)``. Called as fairseq's decoder calls its
-    positional embedding; with an incremental state only the last step is computed, from the
-    partial trees kept there."""
+    """The decoder's positional embedding: tokens ``(B, T)`` -> ``(B, T, C)``, the tree
+    positional encoding of the symbol each input holds (zero for the start token), or with
+    ``--tree-pe-decoder-positions next_slot`` of the slot each step's output fills. Called as
+    fairseq's decoder calls its positional embedding; with an incremental state only the last
+    step is computed, from the partial trees kept there."""
 
     def __init__(self, dictionary: Dictionary, embed_dim: int, cfg):
         super().__init__()
         self.encoding = tree_positional_encoding(cfg, embed_dim)
         self.breadth_first = cfg.tree_order == "breadth_first"
+        self.next_slot = getattr(cfg, "tree_pe_decoder_positions", "symbol") == "next_slot"
         self.max_positions = cfg.max_target_positions
         self.register_buffer("arities", symbol_arities(dictionary), persistent=False)
 
     def slot_paths(self, tokens: Tensor, trees: Optional[PartialTrees] = None) -> tuple[Tensor, PartialTrees]:
-        """Add ``tokens`` ``(B, T)`` to ``trees`` (empty if None) one step at a time: the path
-        ``(B, T, k)`` of the slot filled after each step, and the partial trees at the end."""
+        """Add ``tokens`` ``(B, T)`` to ``trees`` (empty if None) one step at a time: the
+        position ``(B, T, k)`` of each input (the symbol's own slot, the empty path for BOS, EOS
+        and padding; with ``next_slot``, the slot open after it), and the partial trees at the
+        end."""
         if trees is None:
             trees = PartialTrees.empty(tokens.size(0), self.encoding.max_depth, tokens.device)
         paths = []
         for step in range(tokens.size(1)):
-            trees = add_symbols(trees, self.arities[tokens[:, step]], self.breadth_first)
-            paths.append(next_slot_paths(trees, self.breadth_first))
+            arity = self.arities[tokens[:, step]]
+            if not self.next_slot:
+                slot = next_slot_paths(trees, self.breadth_first)
+                paths.append(slot.masked_fill((arity < 0).unsqueeze(-1), -1))
+            trees = add_symbols(trees, arity, self.breadth_first)
+            if self.next_slot:
+                paths.append(next_slot_paths(trees, self.breadth_first))
         return torch.stack(paths, dim=1), trees
 
     def forward(self, tokens: Tensor, incremental_state=None) -> Tensor:
         if incremental_state is None:
-            arity = self.arities[tokens]
-            return self.encoding(sequence_slot_paths(arity, self.breadth_first, self.encoding.max_depth))
+            paths = sequence_slot_paths if self.next_slot else sequence_symbol_paths
+            return self.encoding(paths(self.arities[tokens], self.breadth_first, self.encoding.max_depth))
         # fairseq adds one token per incremental call; the first call reads the whole prefix.
         trees = self.get_incremental_state(incremental_state, "partial_trees")
         paths, trees = self.slot_paths(tokens if trees is None else tokens[:, -1:], trees)
@@ -418,6 +449,7 @@ def tree_pe_transformer_tiny(args):
 @register_model_architecture("tree_pe_parser", "tree_pe_parser")
 def tree_pe_parser(args):
     args.tree_order = getattr(args, "tree_order", "depth_first")
+    args.tree_pe_decoder_positions = getattr(args, "tree_pe_decoder_positions", "symbol")
     tree_pe_defaults(args)
     base_architecture(args)
 
