@@ -32,8 +32,9 @@ whole trees (see that task).
 
 Choices the paper leaves open, made here (docs/methods.md, section 3, lists them all):
 
-- the encodings are added to the scaled embeddings where fairseq adds its sinusoidal ones, and
-  follow their scale (see the module); the encoder's and the decoder's are separate parameters;
+- the encodings are added to the scaled embeddings where fairseq adds its sinusoidal ones, with the
+  paper's constant factor (``--tree-pe-scale``; the module compares their norms); the encoder's and
+  the decoder's are separate parameters;
 - nodes and leaves share one space of positions (every item of a tree has its own path, up to
   the truncation); what tells a node from a leaf is its embedding table;
 - option ``--tree-pe-decoder-positions next_slot``: the input at step ``t`` is symbol ``t − 1``
@@ -70,6 +71,7 @@ from tree_fairseq.models.common import (
 from tree_fairseq.modules.tree_positional_encoding import (
     FIRST_CHILD,
     NEXT_SIBLING,
+    SCALES,
     TreePositionalEncoding,
     push_child,
     root_paths,
@@ -89,6 +91,12 @@ class TreePETransformerConfig(TransformerConfig):
         default=None,
         metadata={"help": "number of learned depth weights p, each giving a 2k-dimensional encoding "
                           "(default: embed_dim // 2k, at least 1; projected to embed_dim when the sizes differ)"},
+    )
+    tree_pe_scale: ChoiceEnum(list(SCALES)) = field(
+        default="paper",
+        metadata={"help": "constant factor of the encodings: paper = sqrt(1 - p^2) * sqrt(d_model) / 2 as "
+                          "section 3.2 prints it; authors_code = sqrt((1 - p^2) * d_model / 2), sqrt(2) "
+                          "larger (the earlier form of this plugin) (default: paper)"},
     )
 
 
@@ -113,7 +121,8 @@ class TreePEParserConfig(TreePETransformerConfig):
 
 
 def tree_positional_encoding(cfg, embed_dim: int) -> TreePositionalEncoding:
-    return TreePositionalEncoding(embed_dim, cfg.tree_pe_max_depth, num_weights=cfg.tree_pe_num_weights)
+    return TreePositionalEncoding(embed_dim, cfg.tree_pe_max_depth, num_weights=cfg.tree_pe_num_weights,
+                                  scale=str(getattr(cfg, "tree_pe_scale", "paper")))
 
 
 # Reading a source tree
@@ -426,6 +435,7 @@ class TreePEParserModel(ConfiguredTransformerModel):
 def tree_pe_defaults(args):
     args.tree_pe_max_depth = getattr(args, "tree_pe_max_depth", 32)
     args.tree_pe_num_weights = getattr(args, "tree_pe_num_weights", None)
+    args.tree_pe_scale = getattr(args, "tree_pe_scale", "paper")
 
 
 @register_model_architecture("tree_pe_transformer", "tree_pe_transformer")
