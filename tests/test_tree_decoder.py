@@ -439,6 +439,22 @@ def test_options_and_architecture(parse_databin):
         parse(parse_databin, "--tree-order", "sideways", arch=ARCH, task="tree_generation")
 
 
+def test_paper_architecture(parse_databin):
+    """Section 5.2's sequence-to-tree transformer: 4 + 4 layers, d_model 256, d_ff 1024, the
+    decoder's tree positions of d_pos = 2048 projected to 256, depth first."""
+    args = parse(parse_databin, arch="tree_pe_parser_paper", task="tree_generation")
+    got = (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_layers, args.decoder_embed_dim,
+           args.decoder_ffn_embed_dim, args.decoder_layers, args.dropout, args.tree_order)
+    assert got == (256, 1024, 4, 256, 1024, 4, 0.1, "depth_first")
+    assert (args.tree_pe_max_depth, args.tree_pe_num_weights, args.tree_pe_scale,
+            args.tree_pe_decoder_positions) == (32, 32, "paper", "symbol")
+    _, model = build(parse_databin, arch="tree_pe_parser_paper", task="tree_generation")
+    encoding = model.decoder.embed_positions.encoding
+    assert encoding.num_weights * encoding.max_depth * encoding.degree == 2048
+    assert (encoding.projection.in_features, encoding.projection.out_features) == (2048, 256)
+    assert len(model.decoder.layers) == 4 and model.decoder.layers[0].fc1.out_features == 1024
+
+
 def test_incremental_decoding_matches_full_forward(parser_model):
     task, model = parser_model
     check_incremental_decoding(task, model, by_length(task)[10:13])

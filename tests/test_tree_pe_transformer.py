@@ -60,6 +60,21 @@ def test_architectures_set_defaults(tiny_databin, arch, dims):
     assert parse(tiny_databin, "--tree-pe-scale", "authors_code", arch=arch).tree_pe_scale == "authors_code"
 
 
+def test_paper_architecture(tiny_databin):
+    """Section 5.1.1's tree transformer: 4 layers, d_model 256, d_ff 512, tree positions of
+    d_pos = 2048 (32 p at k = 32, n = 2) projected to 256, dropout 0.1, the paper's scale."""
+    args = parse(tiny_databin, arch="tree_pe_transformer_paper")
+    got = (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_layers, args.decoder_embed_dim,
+           args.decoder_ffn_embed_dim, args.decoder_layers, args.dropout)
+    assert got == (256, 512, 4, 256, 512, 4, 0.1)
+    assert (args.tree_pe_max_depth, args.tree_pe_num_weights, args.tree_pe_scale) == (32, 32, "paper")
+    _, model = build(tiny_databin, arch="tree_pe_transformer_paper")
+    positions = model.encoder.tree_positions
+    assert positions.num_weights * positions.max_depth * positions.degree == 2048
+    assert (positions.projection.in_features, positions.projection.out_features) == (2048, 256)
+    assert len(model.encoder.layers) == 4 and model.encoder.layers[0].fc1.out_features == 512
+
+
 def test_tree_positions_replace_sinusoidal_ones(tiny, tiny_databin):
     task, model = tiny
     encoder = model.encoder

@@ -69,6 +69,7 @@ from tree_fairseq.models.common import (
     tiny_defaults,
 )
 from tree_fairseq.modules.tree_positional_encoding import (
+    DEGREE,
     FIRST_CHILD,
     NEXT_SIBLING,
     SCALES,
@@ -450,6 +451,32 @@ def tree_pe_transformer_iwslt_de_en(args):
     tree_pe_transformer(args)
 
 
+PAPER_POSITION_DIM = 2048  # d_pos of section 5
+
+
+def paper_defaults(args, ffn_embed_dim: int):
+    """The sizes of section 5: four layers, ``d_model = 256``, tree positions ``d_pos = 2048``
+    (``P = 2048 / (k·n) = 32`` learned ``p`` at ``k = 32``, ``n = 2``, projected to 256), dropout
+    0.1; ``d_ff`` 512 in the tree-to-tree experiments (5.1.1), 1024 in semantic parsing (5.2).
+    The paper prints no number of heads: fairseq's base default, 8."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 256)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", ffn_embed_dim)
+    args.encoder_layers = getattr(args, "encoder_layers", 4)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", args.encoder_embed_dim)
+    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", args.encoder_ffn_embed_dim)
+    args.decoder_layers = getattr(args, "decoder_layers", 4)
+    args.dropout = getattr(args, "dropout", 0.1)
+    args.tree_pe_max_depth = getattr(args, "tree_pe_max_depth", 32)
+    args.tree_pe_num_weights = getattr(args, "tree_pe_num_weights",
+                                       max(1, PAPER_POSITION_DIM // (DEGREE * args.tree_pe_max_depth)))
+
+
+@register_model_architecture("tree_pe_transformer", "tree_pe_transformer_paper")
+def tree_pe_transformer_paper(args):
+    paper_defaults(args, ffn_embed_dim=512)  # the tree encoder of the tree-to-tree models
+    tree_pe_transformer(args)
+
+
 @register_model_architecture("tree_pe_transformer", "tree_pe_transformer_tiny")
 def tree_pe_transformer_tiny(args):
     tiny_defaults(args)
@@ -462,6 +489,12 @@ def tree_pe_parser(args):
     args.tree_pe_decoder_positions = getattr(args, "tree_pe_decoder_positions", "symbol")
     tree_pe_defaults(args)
     base_architecture(args)
+
+
+@register_model_architecture("tree_pe_parser", "tree_pe_parser_paper")
+def tree_pe_parser_paper(args):
+    paper_defaults(args, ffn_embed_dim=1024)  # semantic parsing, section 5.2
+    tree_pe_parser(args)
 
 
 @register_model_architecture("tree_pe_parser", "tree_pe_parser_tiny")
