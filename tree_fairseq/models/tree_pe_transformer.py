@@ -65,6 +65,7 @@ from torch import Tensor, nn
 from tree_fairseq.models.common import (
     ConfiguredTransformerModel,
     SentenceRowsReorder,
+    TreeSourceDecoder,
     TreeSourceTransformerModel,
     tiny_defaults,
 )
@@ -430,6 +431,35 @@ class TreePEParserModel(ConfiguredTransformerModel):
         return TreeDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
 
 
+# Tree to tree
+
+
+class TreeSourceTreeDecoder(TreeSourceDecoder):
+    """A :class:`TreeDecoder` cross-attending to a tree encoder's ``[nodes; leaves]`` (as
+    :class:`TreeSourceDecoder`): tree positions on both sides."""
+
+    def __init__(self, cfg, dictionary, embed_tokens):
+        super().__init__(cfg, dictionary, embed_tokens)
+        self.embed_positions = TreeSlotPositions(dictionary, cfg.decoder.embed_dim, cfg)
+
+
+@register_model("tree_pe_tree2tree")
+class TreePETreeToTreeModel(TreePETransformerModel):
+    """A tree in, a tree out (the paper's section 5.1): a :class:`TreePEEncoder` and a
+    :class:`TreeSourceTreeDecoder`, for ``--task tree_to_tree``. Options:
+    :class:`TreePEParserConfig`."""
+
+    config_class = TreePEParserConfig
+
+    @classmethod
+    def set_defaults(cls, args):
+        tree_pe_tree2tree(args)
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
+        return TreeSourceTreeDecoder(cfg, tgt_dict, embed_tokens)
+
+
 # Architectures: fairseq's transformer of the same name, plus the tree options' defaults.
 
 
@@ -501,3 +531,20 @@ def tree_pe_parser_paper(args):
 def tree_pe_parser_tiny(args):
     tiny_defaults(args)
     tree_pe_parser(args)
+
+
+@register_model_architecture("tree_pe_tree2tree", "tree_pe_tree2tree")
+def tree_pe_tree2tree(args):
+    tree_pe_parser(args)
+
+
+@register_model_architecture("tree_pe_tree2tree", "tree_pe_tree2tree_paper")
+def tree_pe_tree2tree_paper(args):
+    paper_defaults(args, ffn_embed_dim=512)  # program translation, section 5.1.1
+    tree_pe_tree2tree(args)
+
+
+@register_model_architecture("tree_pe_tree2tree", "tree_pe_tree2tree_tiny")
+def tree_pe_tree2tree_tiny(args):
+    tiny_defaults(args)
+    tree_pe_tree2tree(args)
