@@ -1,7 +1,10 @@
 """Tree positional encodings in a Transformer (Shiv & Quirk, NeurIPS 2019, "Novel positional
 encodings to enable tree-based transformers"): the fairseq wiring of
 :mod:`tree_fairseq.modules.tree_positional_encoding`, for reading a source tree
-(``tree_pe_transformer``) and for generating a tree (``tree_pe_parser``).
+(``tree_pe_transformer``), for generating a tree (``tree_pe_parser``) and for both
+(``tree_pe_tree2tree``, ``--task tree_to_tree``: the tree encoder and the tree decoder, which
+cross-attends to the source's nodes and leaves, section 5.1 of the paper). docs/methods.md,
+section 3, compares the code with the paper row by row.
 
 **Tree encoder** (``tree_pe_transformer``, ``--task tree_translation``). The encoder's sequence is
 the source tree's items ``[nodes; leaves]``: nodes embedded from their own label table (the task's
