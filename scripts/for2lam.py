@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import tree_fairseq
+from tree_fairseq.models.tree_pe_transformer import DECODER_POSITIONS
 from tree_fairseq.trees import TreeError
 from tree_fairseq.trees.for2lam import for2lam_pairs
 from tree_fairseq.trees.linearize import TREE_ORDERS, delinearize, linearize
@@ -50,6 +51,8 @@ def parse_args(argv=None):
     parser.add_argument("--test", type=int, default=200, help="test programs (before removing duplicates)")
     parser.add_argument("--data-seed", type=int, default=1, help="seed of the generator")
     parser.add_argument("--order", choices=TREE_ORDERS, default="depth_first", help="the decoder's order")
+    parser.add_argument("--decoder-positions", choices=DECODER_POSITIONS, default="symbol",
+                        help="the model's --tree-pe-decoder-positions (symbol: the paper's)")
     parser.add_argument("--updates", type=int, default=600)
     parser.add_argument("--seed", type=int, default=1, help="fairseq's --seed")
     parser.add_argument("--embed-dim", type=int, default=64)
@@ -104,6 +107,7 @@ def main(argv=None):
             "--encoder-layers", a.layers, "--decoder-layers", a.layers]
     common = [str(databin), "--user-dir", USER_DIR, "--task", "tree_to_tree", "--cpu", "--num-workers", "0"]
     run(["fairseq_cli.train", *common, "--arch", "tree_pe_tree2tree", "--tree-order", a.order,
+         "--tree-pe-decoder-positions", a.decoder_positions,
          *map(str, dims), "--share-decoder-input-output-embed", "--dropout", "0.1",
          "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "10.0",
          "--lr", str(a.lr), "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(max(1, a.updates // 10)),
@@ -130,7 +134,7 @@ def main(argv=None):
             well_formed += 1
         except TreeError:
             pass
-    print(f"For -> Lam, tree_pe_tree2tree ({a.order}), {a.updates} updates, {len(references)} test programs: "
+    print(f"For -> Lam, tree_pe_tree2tree ({a.order}, decoder positions {a.decoder_positions}), {a.updates} updates, {len(references)} test programs: "
           f"whole-program accuracy {100 * correct / len(references):.1f}%, "
           f"well-formed {100 * well_formed / len(references):.1f}%")
 
