@@ -41,7 +41,8 @@ def test_options_are_in_the_model_help():
     parser = options.get_training_parser()
     TreePETransformerModel.add_args(parser)
     text = parser.format_help()
-    for flag in ("--tree-pe-max-depth", "--tree-pe-num-weights", "--share-all-embeddings", "--encoder-layers"):
+    for flag in ("--tree-pe-max-depth", "--tree-pe-num-weights", "--tree-pe-scale", "--share-all-embeddings",
+                 "--encoder-layers"):
         assert flag in text
 
 
@@ -54,11 +55,27 @@ def test_architectures_set_defaults(tiny_databin, arch, dims):
     got = (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads,
            args.encoder_layers, args.decoder_layers)
     assert got == dims
-    assert (args.tree_pe_max_depth, args.tree_pe_num_weights) == (32, None)
+    assert (args.tree_pe_max_depth, args.tree_pe_num_weights, args.tree_pe_scale) == (32, None, "paper")
     assert parse(tiny_databin, "--tree-pe-max-depth", "7", arch=arch).tree_pe_max_depth == 7
+    assert parse(tiny_databin, "--tree-pe-scale", "authors_code", arch=arch).tree_pe_scale == "authors_code"
 
 
-def test_tree_positions_replace_sinusoidal_ones(tiny):
+def test_paper_architecture(tiny_databin):
+    """Section 5.1.1's tree transformer: 4 layers, d_model 256, d_ff 512, tree positions of
+    d_pos = 2048 (32 p at k = 32, n = 2) projected to 256, dropout 0.1, the paper's scale."""
+    args = parse(tiny_databin, arch="tree_pe_transformer_paper")
+    got = (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_layers, args.decoder_embed_dim,
+           args.decoder_ffn_embed_dim, args.decoder_layers, args.dropout)
+    assert got == (256, 512, 4, 256, 512, 4, 0.1)
+    assert (args.tree_pe_max_depth, args.tree_pe_num_weights, args.tree_pe_scale) == (32, 32, "paper")
+    _, model = build(tiny_databin, arch="tree_pe_transformer_paper")
+    positions = model.encoder.tree_positions
+    assert positions.num_weights * positions.max_depth * positions.degree == 2048
+    assert (positions.projection.in_features, positions.projection.out_features) == (2048, 256)
+    assert len(model.encoder.layers) == 4 and model.encoder.layers[0].fc1.out_features == 512
+
+
+def test_tree_positions_replace_sinusoidal_ones(tiny, tiny_databin):
     task, model = tiny
     encoder = model.encoder
     assert encoder.embed_positions is None
@@ -67,6 +84,9 @@ def test_tree_positions_replace_sinusoidal_ones(tiny):
     assert id(encoder.embed_node_labels) not in {id(encoder.embed_tokens), id(model.decoder.embed_tokens)}
     # 32 // (2 · 32) weights -> one p, a 64-dimensional stack projected to 32
     assert encoder.tree_positions.num_weights == 1 and encoder.tree_positions.projection.in_features == 64
+    assert encoder.tree_positions.scale == "paper"
+    _, authors = build(tiny_databin, "--tree-pe-scale", "authors_code")
+    assert authors.encoder.tree_positions.scale == "authors_code"
 
     batch = collate(task, by_length(task)[-3:])
     net_input = batch["net_input"]
