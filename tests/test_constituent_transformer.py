@@ -1,21 +1,14 @@
-"""The ``constituent_transformer`` model: architectures, the encoder's link probabilities, batch
-invariance, incremental decoding against the full forward pass, and fairseq-train +
-fairseq-generate end to end on the tiny tree data-bin (``--task tree_translation``) and on a plain
-fairseq-preprocess data-bin (``--task translation``)."""
+"""The ``constituent_transformer`` model: architectures, the encoder's link probabilities, their
+batch invariance and their reordering in incremental decoding. What every model owes fairseq
+(batch invariance, incremental decoding, beam scores, fairseq-train + fairseq-generate on tree and
+plain data-bins) is test_model_contract.py's."""
 
 import functools
-import re
 
 import pytest
 import torch
 from helpers import by_source_length as by_length
-from helpers import (
-    check_beam_scores_equal_full_sequence_scores,
-    check_incremental_decoding_as_the_generator,
-    collate,
-    row_of,
-    train_and_generate,
-)
+from helpers import check_incremental_decoding_as_the_generator, collate, row_of
 
 import helpers
 from tree_fairseq.modules.constituent_attention import ConstituentSelfAttention
@@ -122,11 +115,6 @@ def test_incremental_decoding_matches_full_forward(tiny):
     assert encoder_out["constituent_links"][0].size(0) == 4
 
 
-def test_beam_search_scores_equal_full_sequence_scores(tiny):
-    task, model = tiny
-    check_beam_scores_equal_full_sequence_scores(task, model, by_length(task)[20:26])
-
-
 def test_training_step_reaches_the_constituent_attention(tiny_databin):
     task, model = build(tiny_databin)
     model.train()
@@ -138,12 +126,3 @@ def test_training_step_reaches_the_constituent_attention(tiny_databin):
     assert torch.isfinite(loss)
     for layer in model.encoder.layers:
         assert layer.constituent_attention.query.weight.grad.abs().sum() > 0
-
-
-@pytest.mark.parametrize("task, databin", [("tree_translation", "tiny_databin"), ("translation", "plain_databin")])
-def test_fairseq_train_and_generate(request, tmp_path, task, databin):
-    stdout = train_and_generate(request.getfixturevalue(databin), tmp_path, ARCH, "--share-all-embeddings",
-                                task=task, max_update=3)
-    hypotheses = re.findall(r"^H-(\d+)\t", stdout, flags=re.M)
-    assert sorted(map(int, hypotheses)) == list(range(40))
-    assert "Generate test with beam=3: BLEU4" in stdout

@@ -1,23 +1,14 @@
 """The ``tree_pe_transformer`` model (tree positional encodings in the encoder): options and
-architectures, positions from the tree, batch invariance of the encoder and of generation,
-incremental decoding against the full forward pass, and fairseq-train + fairseq-generate end to end
-on the tiny data-bin."""
+architectures, positions from the tree, and the decoder's attention over nodes. What every model owes
+fairseq (batch invariance, incremental decoding, beam scores, fairseq-train + fairseq-generate) is
+test_model_contract.py's."""
 
 import functools
-import re
 
 import pytest
 import torch
 from fairseq import options
-from helpers import (
-    by_length,
-    check_beam_scores_equal_full_sequence_scores,
-    check_encoder_batch_invariance,
-    check_generation_batch_invariance,
-    check_incremental_decoding,
-    collate,
-    train_and_generate,
-)
+from helpers import by_length, collate
 
 import helpers
 from tree_fairseq.models.tree_pe_transformer import TreePETransformerModel
@@ -139,26 +130,6 @@ def test_decoder_attends_to_nodes_and_hands_back_leaf_weights(tiny):
 # Batch invariance and incremental decoding
 
 
-@pytest.mark.parametrize("left_pad_source", [True, False])
-def test_encoder_output_is_batch_invariant(tiny_databin, left_pad_source):
-    check_encoder_batch_invariance(*build(tiny_databin, left_pad_source=left_pad_source))
-
-
-@pytest.mark.parametrize("beam", [1, 3])
-def test_generation_is_batch_invariant(tiny, beam):
-    check_generation_batch_invariance(*tiny, beam)
-
-
-def test_incremental_decoding_matches_full_forward(tiny):
-    task, model = tiny
-    check_incremental_decoding(task, model, by_length(task)[10:13])
-
-
-def test_beam_search_scores_equal_full_sequence_scores(tiny):
-    task, model = tiny
-    check_beam_scores_equal_full_sequence_scores(task, model, by_length(task)[20:26])
-
-
 def test_training_step_reaches_every_part(tiny_databin):
     task, model = build(tiny_databin, "--share-all-embeddings")
     model.train()
@@ -172,12 +143,3 @@ def test_training_step_reaches_every_part(tiny_databin):
                       encoder.tree_positions.projection.weight, encoder.layers[0].self_attn.q_proj.weight):
         assert parameter.grad is not None and parameter.grad.abs().sum() > 0
 
-
-# End to end
-
-
-def test_fairseq_train_and_generate(tiny_databin, tmp_path):
-    stdout = train_and_generate(tiny_databin, tmp_path, ARCH, "--share-all-embeddings")
-    hypotheses = re.findall(r"^H-(\d+)\t", stdout, flags=re.M)
-    assert sorted(map(int, hypotheses)) == list(range(40))
-    assert "Generate test with beam=3: BLEU4" in stdout
