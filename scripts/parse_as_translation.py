@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Parsing as translation on the Penn Treebank sample (issue 6, item 3): the tree decoder of
+"""Parsing as translation on the Penn Treebank sample: the tree decoder of
 Shiv & Quirk (2019) against a plain transformer that emits the bracketed tree, same budget.
 
 Reads ``--ptb`` (NLTK's PTB sample, one gold tree per line; default

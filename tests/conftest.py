@@ -10,7 +10,6 @@ import torch
 
 from helpers import fairseq_binarize
 
-from tree_fairseq.cli import parse as parse_cli
 from tree_fairseq.cli import preprocess as preprocess_cli
 from tree_fairseq.trees import trivial_tree
 

@@ -1,6 +1,7 @@
 """Constituent attention (Wang et al., 2019): the neighbouring attention and the prior against
-direct formulas, the hierarchical constraint, padding and batch invariance, bf16 autocast, and
-Algorithm 1 on hand-made link probabilities."""
+direct formulas (the neighbour score divided by d = d_model / 2 as the paper sets it), the
+hierarchical constraint, padding and batch invariance, bf16 autocast, and Algorithm 1 (minimum
+layer m = 3 by default) on hand-made link probabilities."""
 
 import pytest
 import torch
@@ -85,8 +86,10 @@ def test_prior_gradient_is_finite_at_zero_and_one():
     assert links.grad[0, 2] > 0  # C grows with every link inside it
 
 
-def direct_links(queries, keys, mask):
-    """The neighbouring attention as the paper reads, token by token."""
+def direct_links(queries, keys, mask, divisor=None):
+    """The neighbouring attention as the paper prints it, token by token: eq. 5 with
+    ``d = d_model / 2`` (section 5.1), eq. 6 over the real neighbours, eq. 7. ``divisor``
+    replaces ``d``."""
     batch_size, length, dim = queries.shape
     links = torch.zeros(batch_size, length - 1)
     for b in range(batch_size):
@@ -95,7 +98,8 @@ def direct_links(queries, keys, mask):
             if mask[b, i]:
                 continue
             neighbours = [j for j in (i - 1, i + 1) if 0 <= j < length and not mask[b, j]]
-            scores = torch.stack([queries[b, i] @ keys[b, j] / dim for j in neighbours]) if neighbours else None
+            d = dim / 2 if divisor is None else divisor
+            scores = torch.stack([queries[b, i] @ keys[b, j] / d for j in neighbours]) if neighbours else None
             for j, prob in zip(neighbours, scores.softmax(0) if neighbours else []):
                 p[i, j] = prob
         for k in range(length - 1):
@@ -114,6 +118,27 @@ def test_neighbouring_attention_matches_direct_formula():
     assert torch.all(links[touches_padding] == 0) and torch.all(links[~touches_padding] > 0)
     # Two tokens only: each has one neighbour, which it attends with probability 1.
     assert links[1, -1] == pytest.approx(1.0)
+
+
+def test_neighbour_score_scale_is_half_d_model_by_default_and_d_model_as_an_option():
+    torch.manual_seed(0)
+    mask, _ = padding_mask()
+    queries, keys = torch.randn(2, len(LENGTHS), mask.size(1), DIM).mul(3).unbind(0)
+    half = direct_links(queries, keys, mask, divisor=DIM / 2)
+    full = direct_links(queries, keys, mask, divisor=DIM)
+    assert not torch.allclose(half, full, atol=1e-3)  # the two readings differ on these inputs
+    torch.testing.assert_close(neighbouring_attention(queries, keys, mask, "half-d-model"), half, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(neighbouring_attention(queries, keys, mask, "d-model"), full, atol=1e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="scale"):
+        neighbouring_attention(queries, keys, mask, "sqrt")
+    # The module: the same projections, both readings.
+    x = torch.randn(len(LENGTHS), mask.size(1), DIM)
+    module = ConstituentAttention(DIM)
+    assert module.score_scale == "half-d-model"
+    q, k = module.query(x).detach(), module.key(x).detach()
+    torch.testing.assert_close(module(x, mask).links.detach(), direct_links(q, k, mask, DIM / 2), atol=1e-6, rtol=1e-5)
+    module.score_scale = "d-model"
+    torch.testing.assert_close(module(x, mask).links.detach(), direct_links(q, k, mask, DIM), atol=1e-6, rtol=1e-5)
 
 
 def test_hierarchical_constraint_never_decreases_links():
@@ -222,7 +247,7 @@ def node_spans(tree) -> set[tuple[int, int]]:
 
 
 def test_parse_splits_at_the_weakest_link():
-    tree = unsupervised_parse(torch.tensor([[0.9, 0.1, 0.95]]), leaves=["a", "b", "c", "d"])
+    tree = unsupervised_parse(torch.tensor([[0.9, 0.1, 0.95]]), leaves=["a", "b", "c", "d"], min_layer=0)
     assert tree.leaves == ("a", "b", "c", "d")
     assert node_spans(tree) == {(0, 3), (0, 1), (2, 3)}
     tree.check()
@@ -230,9 +255,9 @@ def test_parse_splits_at_the_weakest_link():
 
 
 def test_parse_without_a_weak_link_gives_a_flat_constituent():
-    assert node_spans(unsupervised_parse(torch.tensor([[0.9, 0.85, 0.95, 0.81]]))) == {(0, 4)}
+    assert node_spans(unsupervised_parse(torch.tensor([[0.9, 0.85, 0.95, 0.81]]), min_layer=0)) == {(0, 4)}
     # The threshold is strict: a link of exactly 0.8 is split.
-    assert node_spans(unsupervised_parse(torch.tensor([[0.9, 0.8, 0.95]]))) == {(0, 3), (0, 1), (2, 3)}
+    assert node_spans(unsupervised_parse(torch.tensor([[0.9, 0.8, 0.95]]), min_layer=0)) == {(0, 3), (0, 1), (2, 3)}
 
 
 def test_parse_descends_layers():
@@ -243,11 +268,11 @@ def test_parse_descends_layers():
         ]
     )
     # Layer 1 cannot split, layer 0 splits at link 3, then at link 1.
-    assert node_spans(unsupervised_parse(links)) == {(0, 4), (0, 3), (0, 1), (2, 3)}
+    assert node_spans(unsupervised_parse(links, min_layer=0)) == {(0, 4), (0, 3), (0, 1), (2, 3)}
     # With minimum layer 1 the whole sentence stays one flat constituent.
     assert node_spans(unsupervised_parse(links, min_layer=1)) == {(0, 4)}
     # A lower threshold lets layer 1 split at its weakest link (link 2) and layer 0 the halves.
-    assert node_spans(unsupervised_parse(links, threshold=0.86)) == {(0, 4), (0, 2), (0, 1), (3, 4)}
+    assert node_spans(unsupervised_parse(links, min_layer=0, threshold=0.86)) == {(0, 4), (0, 2), (0, 1), (3, 4)}
 
 
 def test_parse_goes_one_layer_down_after_a_split():
@@ -260,7 +285,7 @@ def test_parse_goes_one_layer_down_after_a_split():
     )
     # The left half (tokens 0-2) is parsed from layer 1 (no weak link) and then layer 0 (link 1);
     # on layer 2 it would have been one flat constituent.
-    assert node_spans(unsupervised_parse(links)) == {(0, 4), (0, 2), (0, 1), (3, 4)}
+    assert node_spans(unsupervised_parse(links, min_layer=0)) == {(0, 4), (0, 2), (0, 1), (3, 4)}
     # Minimum layer 1: the left half stops at layer 1, flat.
     assert node_spans(unsupervised_parse(links, min_layer=1)) == {(0, 4), (0, 2), (3, 4)}
     # Minimum layer 2: every split uses layer 2; the left half's links (0.9, 0.9) exceed the threshold.
@@ -270,13 +295,81 @@ def test_parse_goes_one_layer_down_after_a_split():
 
 
 def test_parse_of_tiny_sentences_and_bad_arguments():
-    assert unsupervised_parse(torch.empty(3, 0)).nodes == ()  # one token
-    assert node_spans(unsupervised_parse(torch.tensor([[0.99]]))) == {(0, 1)}  # two tokens
-    assert node_spans(unsupervised_parse(torch.tensor([[0.3, 0.3, 0.9]]))) == {(0, 3), (1, 3), (2, 3)}  # ties: first
+    assert unsupervised_parse(torch.empty(4, 0)).nodes == ()  # one token
+    assert node_spans(unsupervised_parse(torch.tensor([[0.99]]), min_layer=0)) == {(0, 1)}  # two tokens
+    ties = torch.tensor([[0.3, 0.3, 0.9]])
+    assert node_spans(unsupervised_parse(ties, min_layer=0)) == {(0, 3), (1, 3), (2, 3)}  # ties: the first
     with pytest.raises(ValueError, match="min_layer"):
         unsupervised_parse(torch.rand(2, 4), min_layer=2)
+    with pytest.raises(ValueError, match="min_layer 3 is not one of the 3 layers"):  # the default m = 3
+        unsupervised_parse(torch.rand(3, 4))
     with pytest.raises(ValueError, match="leaves"):
-        unsupervised_parse(torch.rand(2, 4), leaves=["a", "b"])
+        unsupervised_parse(torch.rand(2, 4), leaves=["a", "b"], min_layer=0)
+
+
+def algorithm_1(links, min_layer: int, threshold: float = 0.8):
+    """Algorithm 1 as printed, recursively: BuildTree(l, s, e), from the top layer; a span is
+    ``(s, e)``, a tree a pair of trees or a span."""
+
+    def build_tree(layer, start, end):
+        if end - start < 2:
+            return (start, end)
+        span = links[layer, start:end]
+        split = start + int(torch.argmin(span))
+        last = max(layer - 1, min_layer)
+        if links[layer, split] > threshold:
+            if layer == min_layer:
+                return (start, end)
+            return build_tree(last, start, end)
+        return (build_tree(last, start, split), build_tree(last, split + 1, end))
+
+    return build_tree(links.size(0) - 1, 0, links.size(1))
+
+
+def printed_spans(tree) -> set[tuple[int, int]]:
+    """The constituents of >= 2 tokens of Algorithm 1's nested output (a span ``(s, e)`` or a
+    pair of trees)."""
+    spans = set()
+
+    def visit(node):
+        if isinstance(node[0], int):
+            if node[1] > node[0]:
+                spans.add(node)
+            return node
+        (start, _), (_, end) = visit(node[0]), visit(node[1])
+        spans.add((start, end))
+        return start, end
+
+    visit(tree)
+    return spans
+
+
+def test_default_minimum_layer_is_the_papers_m_3():
+    links = torch.tensor(
+        [
+            [0.1, 0.9, 0.2, 0.9, 0.3, 0.9],  # layer 0: many weak links
+            [0.5, 0.9, 0.5, 0.9, 0.5, 0.9],  # layer 1
+            [0.85, 0.95, 0.6, 0.95, 0.85, 0.95],  # layer 2
+            [0.85, 0.95, 0.7, 0.95, 0.85, 0.95],  # layer 3 = m: one weak link
+            [0.9, 0.99, 0.9, 0.99, 0.9, 0.99],  # layer 4: none
+        ]
+    )
+    default = node_spans(unsupervised_parse(links))
+    # From layer 4 down to layer 3, which splits at link 2; the halves stay on layer 3, flat.
+    assert default == {(0, 6), (0, 2), (3, 6)}
+    assert default == node_spans(unsupervised_parse(links, min_layer=3)) == printed_spans(algorithm_1(links, 3))
+    assert node_spans(unsupervised_parse(links, min_layer=0)) == printed_spans(algorithm_1(links, 0)) != default
+
+
+def test_parse_matches_algorithm_1_as_printed_on_random_links():
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(200):
+        num_layers, num_tokens = 1 + trial % 6, 2 + trial % 11
+        # increasing over layers, as the hierarchical constraint makes them
+        links = torch.rand(num_layers, num_tokens - 1, generator=generator).sqrt().cummax(0).values
+        for min_layer in range(num_layers):
+            expected = printed_spans(algorithm_1(links, min_layer))
+            assert node_spans(unsupervised_parse(links, min_layer=min_layer)) == expected, (links, min_layer)
 
 
 def test_parse_of_a_trained_looking_model_is_a_valid_tree():

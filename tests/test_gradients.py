@@ -4,7 +4,6 @@ gradient (unless ``--find-unused-parameters``), and a parameter that never gets 
 the model that does nothing."""
 
 import pytest
-import torch
 import torch.nn.functional as F
 
 from helpers import build, by_length, collate

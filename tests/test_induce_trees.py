@@ -1,6 +1,8 @@
-"""Unsupervised parsing: bracket F1 on hand-made trees, the random-tree baseline, PTB trees without
-punctuation, the ``constituent_masked_lm`` task (batches, fairseq-train, trees from the trained
-encoder), and ``scripts/induce_trees.py`` end to end on a few PTB sentences."""
+"""Unsupervised parsing: bracket F1 on hand-made trees (this plugin's convention and PRPN /
+ON-LSTM's, every sentence counting), the random-tree baseline, PTB trees without punctuation
+(by punctuation tags or by PRPN / ON-LSTM's word-tag whitelist), the WSJ-10 length filter, the
+``constituent_masked_lm`` task (batches, fairseq-train, trees from the trained encoder), and
+``scripts/induce_trees.py`` (the paper's defaults; end to end on a few PTB sentences)."""
 
 import importlib.util
 import random
@@ -19,8 +21,10 @@ from tree_fairseq.trees import Node, Tree, parse_tree, trivial_tree
 from tree_fairseq.trees.evaluation import (
     bracket_f1,
     brackets,
+    parse_tree_of_word_tags,
     parse_tree_without_punctuation,
     random_binary_tree,
+    short_sentences,
 )
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "induce_trees.py"
@@ -52,6 +56,54 @@ def test_bracket_f1_on_hand_made_trees():
     assert with_root.sentence_f1 == pytest.approx((0.75 + 1 + 1) / 3)
     assert with_root.corpus_f1 == pytest.approx(6 / 7)
     assert with_root.scored_sentences == 3
+
+
+def test_bracket_f1_every_sentence_as_prpn_and_on_lstm():
+    """PRPN / ON-LSTM's sentence-level F1: the whole-sentence span and one-word spans never
+    count, every sentence is in the mean, and one without gold brackets scores 1 when the parse
+    has no bracket either (recall 1, precision 1) and 0 otherwise (recall 1, precision 0).
+
+    ===  ==============  ====================  ====================  =====================
+    #    words           gold brackets         predicted brackets    sentence F1
+    ===  ==============  ====================  ====================  =====================
+    1    a b c d e       (0,1) (2,4) (3,4)     right: (1,4) (2,4)    P = R = 2/3, F1 = 2/3
+                                               (3,4)
+    2    f g h           (0,1)                 left: (0,1)           1
+    3    i j             none                  none                  1 (no gold bracket)
+    4    k l m (flat)    none                  right: (1,2)          0 (no gold bracket)
+    5    n               none                  none                  1 (no gold bracket)
+    ===  ==============  ====================  ====================  =====================
+
+    Every sentence: (2/3 + 1 + 1 + 0 + 1) / 5 = 11/15 = 0.7333; over the sentences with a gold
+    bracket (the default): (2/3 + 1) / 2 = 5/6. Corpus: 3 matches of 5 predicted and 4 gold
+    brackets, P = 3/5, R = 3/4, F1 = 2/3, the same under both conventions.
+    """
+    gold = [
+        tree("a b c d e", (0, 1), (3, 4), (2, 4), (0, 4)),
+        tree("f g h", (0, 1), (0, 2)),
+        tree("i j", (0, 1)),
+        tree("k l m", (0, 2)),
+        tree("n"),
+    ]
+    predicted = [trivial_tree(list(t.leaves), shape) for t, shape in zip(gold, ("right", "left", "left", "right", "left"))]
+    every = bracket_f1(predicted, gold, every_sentence=True)
+    assert every.sentence_f1 == pytest.approx(11 / 15)
+    assert every.scored_sentences == 5
+    assert (every.corpus_precision, every.corpus_recall, every.corpus_f1) == pytest.approx((3 / 5, 3 / 4, 2 / 3))
+    some = bracket_f1(predicted, gold)
+    assert (some.sentence_f1, some.scored_sentences) == (pytest.approx(5 / 6), 2)
+    assert some[1:4] == every[1:4]
+    # The same by the scoring rule written out for each sentence (their formula, without the 1e-8).
+    expected = []
+    for prediction, reference in zip(predicted, gold):
+        p_spans, g_spans = brackets(prediction), brackets(reference)
+        precision = len(p_spans & g_spans) / len(p_spans) if p_spans else 0.0
+        recall = len(p_spans & g_spans) / len(g_spans) if g_spans else 0.0
+        if not g_spans:
+            recall = 1.0
+            precision = 1.0 if not p_spans else precision
+        expected.append(2 * precision * recall / (precision + recall) if precision + recall else 0.0)
+    assert every.sentence_f1 == pytest.approx(sum(expected) / len(expected))
 
 
 def test_bracket_f1_edge_cases():
@@ -109,6 +161,31 @@ def test_ptb_tree_without_punctuation():
     assert without.leaves == ("Mr.", "Vinken", "is")
     assert {(n.label, n.start, n.end) for n in without.nodes} == {("NP", 0, 1), ("S", 0, 2)}
     assert parse_tree_without_punctuation("( (S (. .) (NP (-NONE- *) )))") is None
+
+
+def test_ptb_tree_of_word_tags_drops_punctuation_currency_and_empty_elements():
+    line = ("( (S (NP-SBJ (NNP Mr.) (NNP Vinken) ) (, ,) (VP (VBZ is) (NP ($ $) (CD 5) (-NONE- *U*) )) "
+            "(. .) ))")
+    kept = parse_tree_of_word_tags(line)
+    assert kept.leaves == ("Mr.", "Vinken", "is", "5")
+    # (NP $ 5) lost its $: a one-word node is no bracket; VP and S remain
+    assert {(n.label, n.start, n.end) for n in kept.nodes} == {("NP", 0, 1), ("VP", 2, 3), ("S", 0, 3)}
+    punctuation_only = parse_tree_without_punctuation(line)  # the other reading keeps $
+    assert punctuation_only.leaves == ("Mr.", "Vinken", "is", "$", "5")
+    assert {(n.start, n.end) for n in punctuation_only.nodes} == {(0, 1), (3, 4), (2, 4), (0, 4)}
+    assert parse_tree_of_word_tags("( (S (. .) ($ $) (NP (-NONE- *) )))") is None
+
+
+def test_wsj10_keeps_sentences_of_at_most_ten_words_after_punctuation_removal():
+    def line(num_words: int, punctuation: int) -> str:
+        words = " ".join(f"(NN w{i})" for i in range(num_words))
+        return f"( (S (NP {words}) {'(, ,) ' * punctuation}(. .)) )"
+
+    lines = [line(10, 2), line(11, 0), line(1, 0), line(9, 5), line(12, 0)]
+    trees = [parse_tree_of_word_tags(text) for text in lines]
+    assert [len(t.leaves) for t in trees] == [10, 11, 1, 9, 12]
+    assert short_sentences(trees) == [0, 2, 3]  # 13, 12 and 15 tokens with punctuation
+    assert short_sentences(trees, max_words=11) == [0, 1, 2, 3]
 
 
 # The masked-LM task
@@ -174,12 +251,14 @@ def test_masked_lm_trains_and_parses(mono_databin, tiny_corpus, tmp_path):
     sentences = [line.split() for line in (tiny_corpus / "test.en").read_text(encoding="utf-8").splitlines()]
     sentences.append(["an", "unseen", "word", "or", "three"])
     model = models[0].train()
-    trees = task.induce_trees(model, sentences, batch_size=7)
+    with pytest.raises(ValueError, match="min_layer 3"):  # the paper's m = 3 needs 4 layers; this model has 2
+        task.induce_trees(model, sentences)
+    trees = task.induce_trees(model, sentences, min_layer=0, batch_size=7)
     assert [t.leaves for t in trees] == [tuple(words) for words in sentences]
     for induced in trees:
         induced.check()
     assert model.training  # left as it was, and parsed without dropout:
-    assert task.induce_trees(model, sentences, batch_size=64) == trees
+    assert task.induce_trees(model, sentences, min_layer=0, batch_size=64) == trees
 
 
 # The script
@@ -200,20 +279,36 @@ def script():
 
 def test_script_help(script):
     text = script.get_parser().format_help()
-    for flag in ("--updates", "--seed", "--workdir", "--min-layer", "--keep-punctuation", "--keep-trivial-spans"):
+    for flag in ("--updates", "--seed", "--workdir", "--min-layer", "--keep-punctuation", "--keep-trivial-spans",
+                 "--word-filter", "--short", "--lr-scheduler", "--adam-betas"):
         assert flag in text
+
+
+def test_script_defaults_are_the_papers(script):
+    """Section 7.2: Adam, learning rate 1e-4, betas (0.9, 0.98); section 7.1 and Table 1: the
+    10-layer encoder; section 7.3: m = 3; section 6: threshold 0.8; PRPN / ON-LSTM's words."""
+    args = script.get_parser().parse_args(["--workdir", "w"])
+    assert args.lr == 1e-4 and args.adam_betas == "(0.9, 0.98)"
+    assert (args.lr_scheduler, args.warmup, args.weight_decay, args.clip_norm) == ("fixed", 0, 0.0, 0.0)
+    assert args.arch == "constituent_encoder_lm"
+    assert (args.min_layer, args.threshold) == (3, 0.8)
+    assert (args.word_filter, args.short) == ("word-tags", 10)
+    assert script.get_parser().parse_args(["--workdir", "w", "--keep-punctuation"]).word_filter == "none"
 
 
 def test_script_trains_parses_scores_and_resumes(script, tmp_path):
     trees = shared_data("ptb-sample") / "wsj_0001-0199.mrg.txt"
+    # The tiny model has 2 layers: m = 0 (the default m = 3 needs 4).
     common = ["--trees", str(trees), "--workdir", str(tmp_path), "--sentences", "25",
-              "--arch", "constituent_encoder_lm_tiny", "--max-tokens", "300", "--save-interval", "2", "--cpu"]
+              "--arch", "constituent_encoder_lm_tiny", "--max-tokens", "300", "--save-interval", "2", "--cpu",
+              "--min-layer", "0"]
     first = run_script(*common, "--updates", "2")
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "on 25 sentences" in first.stdout
+    assert "on 25 sentences" in first.stdout and "all sentences (25)" in first.stdout
+    assert re.search(r"sentences of <= 10 words \(\d+\)", first.stdout)
     for row in (r"constituent attention \(2 updates, m=0\)", "left-branching", "right-branching",
                 r"random binary \(seed 1\)"):
-        assert re.search(row + r"\s+\d+\.\d\s+\d+\.\d", first.stdout), first.stdout
+        assert len(re.findall(row + r"(\s+\d+\.\d){5}\n", first.stdout)) == 2, first.stdout
     assert (tmp_path / "checkpoints" / "checkpoint_last.pt").exists()
 
     resumed = run_script(*common, "--updates", "4")
@@ -221,7 +316,10 @@ def test_script_trains_parses_scores_and_resumes(script, tmp_path):
     assert re.search(r"Loaded checkpoint .*\(epoch \d+ @ 2 updates\)", resumed.stderr)
     assert "constituent attention (4 updates, m=0)" in resumed.stdout
     # the baselines do not depend on the model
-    assert first.stdout.splitlines()[-4:] == resumed.stdout.splitlines()[-4:]
+    def baselines(stdout):
+        return [line for line in stdout.splitlines() if re.match("(left|right)-branching|random", line)]
+
+    assert len(baselines(first.stdout)) == 6 and baselines(first.stdout) == baselines(resumed.stdout)
 
     args = script.get_parser().parse_args([*common[:5], "24", *common[6:]])
     with pytest.raises(SystemExit, match="holds a run on other sentences"):

@@ -33,6 +33,7 @@ from tree_fairseq.models.tree_pe_transformer import (
     add_symbols,
     next_slot_paths,
     sequence_slot_paths,
+    sequence_symbol_paths,
     symbol_arities,
 )
 from tree_fairseq.modules.tree_positional_encoding import NEXT_SIBLING, tree_paths
@@ -252,28 +253,87 @@ def test_whole_sequence_positions_equal_the_step_function(order):
         assert sequence_slot_paths(arity, breadth_first, max_depth).equal(torch.stack(expected, dim=1))
 
 
-def test_slot_positions_incremental_with_reorder_equal_full():
+def symbol_dictionary(trees: list[Tree]) -> Dictionary:
+    dictionary = Dictionary()
+    for symbol in sorted({s for t in trees for s in linearize(t)}):
+        dictionary.add_symbol(symbol)
+    return dictionary
+
+
+def decoder_inputs(dictionary: Dictionary, trees: list[Tree], order: str) -> torch.Tensor:
+    """fairseq's ``prev_output_tokens``: EOS as the start token, then the symbols, right-padded."""
+    length = max(len(linearize(t)) for t in trees) + 1
+    tokens = torch.full((len(trees), length), dictionary.pad())
+    tokens[:, 0] = dictionary.eos()
+    for row, tree in enumerate(trees):
+        symbols = linearize(tree, order)
+        tokens[row, 1:len(symbols) + 1] = torch.tensor([dictionary.index(s) for s in symbols])
+    return tokens
+
+
+@pytest.mark.parametrize("order", TREE_ORDERS)
+def test_decoder_inputs_sit_at_the_position_of_the_symbol_they_hold(order):
+    """Section 4 of the paper: the start token gets the zero encoding and every fed-back symbol
+    its own position, the LCRS path the encoder gives its item in the whole tree (tree_paths);
+    padding gets zero. With next_slot (the earlier form), input t sits at symbol t + 1's position
+    (counting the start token as input 0 and the first symbol as symbol 1)."""
+    max_depth = 10
+    trees = random_trees(seed=5, count=6, max_words=9)
+    dictionary = symbol_dictionary(trees)
+    tokens = decoder_inputs(dictionary, trees, order)
+    cfg = Namespace(tree_pe_max_depth=max_depth, tree_pe_num_weights=None, tree_order=order,
+                    max_target_positions=100)
+    positions = TreeSlotPositions(dictionary, 24, cfg)
+    cfg.tree_pe_decoder_positions = "next_slot"
+    shifted = TreeSlotPositions(dictionary, 24, cfg)
+    shifted.load_state_dict(positions.state_dict())
+    with torch.no_grad():
+        got, got_shifted = positions(tokens), shifted(tokens)
+    assert torch.all(got[:, 0] == 0)  # the start token
+    for row, tree in enumerate(trees):
+        n, m = len(tree.leaves), len(tree.nodes)
+        spans = torch.tensor([[node.start, node.end] for node in tree.nodes], dtype=torch.long).view(1, m, 2)
+        node_paths, leaf_paths = tree_paths(spans, torch.zeros(1, n + 1, dtype=torch.bool),
+                                            torch.zeros(1, m, dtype=torch.bool), max_depth)
+        symbol_paths = torch.stack([node_paths[0, i] if kind == "node" else leaf_paths[0, i]
+                                    for kind, i in items_in_order(tree, order)])  # (n + m, k)
+        with torch.no_grad():
+            expected = positions.encoding(symbol_paths)
+        torch.testing.assert_close(got[row, 1:n + m + 1], expected)
+        torch.testing.assert_close(got_shifted[row, :n + m], expected)
+        assert torch.all(got[row, 1] == 0)  # the root, the empty path
+        assert torch.all(got[row, n + m + 1:] == 0)  # padding
+
+
+def test_symbol_paths_are_the_slot_paths_one_step_later():
+    """sequence_symbol_paths by hand on S(2) NP(2) a b c, depth first: the root, its first child,
+    that child's children, then the root's second child; BOS and padding at the empty path."""
+    arity = torch.tensor([[-1, 2, 2, 0, 0, 0, -1]])
+    paths = sequence_symbol_paths(arity, False, 4)[0].tolist()
+    empty, f, s = -1, 0, 1  # FIRST_CHILD, NEXT_SIBLING
+    assert paths == [[empty] * 4, [empty] * 4, [f, empty, empty, empty], [f, f, empty, empty],
+                     [s, f, f, empty], [s, f, empty, empty], [empty] * 4]
+    breadth = sequence_symbol_paths(torch.tensor([[-1, 2, 2, 0, 0, 0]]), True, 4)[0].tolist()
+    # S(2) NP(2) c a b: root, first child, second child, NP's first and second children
+    assert breadth == [[empty] * 4, [empty] * 4, [f, empty, empty, empty], [s, f, empty, empty],
+                       [f, f, empty, empty], [s, f, f, empty]]
+
+
+@pytest.mark.parametrize("decoder_positions", ["symbol", "next_slot"])
+def test_slot_positions_incremental_with_reorder_equal_full(decoder_positions):
     """TreeSlotPositions through an incremental state reordered like a beam, against the
     positions of the whole prefixes."""
     cfg = Namespace(tree_pe_max_depth=6, tree_pe_num_weights=None, tree_order="depth_first",
-                    max_target_positions=100)
+                    max_target_positions=100, tree_pe_decoder_positions=decoder_positions)
     trees = random_trees(seed=2, count=4, max_words=6)
-    symbols = sorted({s for t in trees for s in linearize(t)})
-    dictionary = Dictionary()
-    for s in symbols:
-        dictionary.add_symbol(s)
+    dictionary = symbol_dictionary(trees)
     for order in TREE_ORDERS:
         cfg.tree_order = order
         positions = TreeSlotPositions(dictionary, 16, cfg)
-        length = max(len(linearize(t)) for t in trees) + 1
-        tokens = torch.full((len(trees), length), dictionary.pad())
-        tokens[:, 0] = dictionary.eos()
-        for row, tree in enumerate(trees):
-            tokens[row, 1:len(linearize(tree, order)) + 1] = torch.tensor(
-                [dictionary.index(s) for s in linearize(tree, order)])
+        tokens = decoder_inputs(dictionary, trees, order)
         full = positions(tokens)
         state, rows = {}, torch.arange(len(trees))
-        for t in range(length):
+        for t in range(tokens.size(1)):
             if t == 2:
                 new_order = torch.tensor([3, 1, 1, 0])
                 positions.reorder_incremental_state(state, new_order)
@@ -368,12 +428,31 @@ def test_options_and_architecture(parse_databin):
     parser = options.get_training_parser()
     TreePEParserModel.add_args(parser)
     text = parser.format_help()
-    assert "--tree-order" in text and "--tree-pe-max-depth" in text
+    assert "--tree-order" in text and "--tree-pe-max-depth" in text and "--tree-pe-decoder-positions" in text
     args = parse(parse_databin, arch=ARCH, task="tree_generation")
     assert (args.tree_order, args.tree_pe_max_depth, args.encoder_embed_dim, args.decoder_layers) == (
         "depth_first", 32, 32, 2)
+    assert args.tree_pe_decoder_positions == "symbol"
+    assert parse(parse_databin, "--tree-pe-decoder-positions", "next_slot", arch=ARCH,
+                 task="tree_generation").tree_pe_decoder_positions == "next_slot"
     with pytest.raises(SystemExit):
         parse(parse_databin, "--tree-order", "sideways", arch=ARCH, task="tree_generation")
+
+
+def test_paper_architecture(parse_databin):
+    """Section 5.2's sequence-to-tree transformer: 4 + 4 layers, d_model 256, d_ff 1024, the
+    decoder's tree positions of d_pos = 2048 projected to 256, depth first."""
+    args = parse(parse_databin, arch="tree_pe_parser_paper", task="tree_generation")
+    got = (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_layers, args.decoder_embed_dim,
+           args.decoder_ffn_embed_dim, args.decoder_layers, args.dropout, args.tree_order)
+    assert got == (256, 1024, 4, 256, 1024, 4, 0.1, "depth_first")
+    assert (args.tree_pe_max_depth, args.tree_pe_num_weights, args.tree_pe_scale,
+            args.tree_pe_decoder_positions) == (32, 32, "paper", "symbol")
+    _, model = build(parse_databin, arch="tree_pe_parser_paper", task="tree_generation")
+    encoding = model.decoder.embed_positions.encoding
+    assert encoding.num_weights * encoding.max_depth * encoding.degree == 2048
+    assert (encoding.projection.in_features, encoding.projection.out_features) == (2048, 256)
+    assert len(model.decoder.layers) == 4 and model.decoder.layers[0].fc1.out_features == 1024
 
 
 def test_incremental_decoding_matches_full_forward(parser_model):

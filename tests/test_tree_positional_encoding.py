@@ -1,9 +1,13 @@
 """Tree positional encodings (Shiv & Quirk 2019): the LCRS paths of a batch against paths built
 step by step from the root with the paper's D_i on one-hot stacks, the algebra of push and pop,
-the depth weighting, padding, batch invariance and bf16 autocast."""
+the depth weighting and scale as printed, the norm against fairseq's sinusoidal encoding, padding,
+batch invariance and bf16 autocast."""
+
+import math
 
 import pytest
 import torch
+from fairseq.modules import SinusoidalPositionalEmbedding
 from helpers import pad_batch, random_tree_batch
 
 from tree_fairseq.modules.tree_positional_encoding import (
@@ -199,18 +203,46 @@ def test_down_and_up_are_affine_on_the_weighted_encoding():
     assert torch.all(popped[:, :, -1] == 0)
 
 
-def test_depth_weights_and_norm():
-    encoding = TreePositionalEncoding(64, max_depth=8, degree=2, num_weights=4)
-    p = torch.tanh(encoding.theta)
-    weights = encoding.depth_weights()
-    expected = torch.sqrt((1 - p**2) * 64 / 2).unsqueeze(1) * p.unsqueeze(1) ** torch.arange(8)
-    torch.testing.assert_close(weights, expected)
-    # A path of depth >= k has, per p, the squared norm (d/2)(1 - p^{2k}) -> d/2.
-    full = random_paths(10, 8, 2, torch.Generator().manual_seed(0), full=True)
-    per_p = encoding(full).view(10, 4, 16).square().sum(-1)
-    torch.testing.assert_close(per_p, (32 * (1 - p ** 16)).expand(10, 4))
+def test_depth_weights_as_printed():
+    """Section 3.2, written literally: the one-hot chunk of stack position l weighted by p^l,
+    p = tanh(θ), times sqrt(1 - p²), times sqrt(d_model) / 2; the authors' code's reading has
+    sqrt((1 - p²) · d_model / 2)."""
+    d_model, k = 64, 8
+    encoding = TreePositionalEncoding(d_model, max_depth=k, degree=2, num_weights=4)
+    authors = TreePositionalEncoding(d_model, max_depth=k, degree=2, num_weights=4, scale="authors_code")
+    authors.load_state_dict(encoding.state_dict())
+    assert encoding.scale == "paper"
+    weights, authors_weights = encoding.depth_weights(), authors.depth_weights()
+    for j, theta in enumerate(encoding.theta.tolist()):
+        p = math.tanh(theta)
+        for l in range(k):
+            paper = p**l * math.sqrt(1 - p * p) * math.sqrt(d_model) / 2
+            assert weights[j, l].item() == pytest.approx(paper, rel=1e-5)
+            assert authors_weights[j, l].item() == pytest.approx(p**l * math.sqrt((1 - p * p) * d_model / 2), rel=1e-5)
+    with pytest.raises(ValueError):
+        TreePositionalEncoding(d_model, scale="sqrt_d")
+
+
+@pytest.mark.parametrize("scale, per_p", [("paper", 64 / 4), ("authors_code", 64 / 2)])
+def test_norms_against_fairseqs_sinusoidal_encoding(scale, per_p):
+    """A position L steps deep has, per p, the squared norm c² (1 - p^{2L}), c² = d/4 (paper)
+    or d/2 (authors' code), zero at the root; fairseq's sinusoidal embedding of the same d has
+    the squared norm d/2 at every position: per p, at most half of it (paper) or all of it."""
+    d_model, k = 64, 8
+    encoding = TreePositionalEncoding(d_model, max_depth=k, degree=2, num_weights=4, scale=scale)
+    p = torch.tanh(encoding.theta).detach()
+    generator = torch.Generator().manual_seed(0)
+    for depth in range(k + 1):
+        paths = random_paths(10, k, 2, generator, full=True).masked_fill(torch.arange(k) >= depth, -1)
+        with torch.no_grad():
+            squared = encoding(paths).view(10, 4, 2 * k).square().sum(-1)  # (10, P)
+        torch.testing.assert_close(squared, (per_p * (1 - p ** (2 * depth))).expand(10, 4))
+    sinusoidal = SinusoidalPositionalEmbedding(d_model, padding_idx=0, init_size=50)
+    positions = sinusoidal(torch.ones(1, 40, dtype=torch.long)).squeeze(0)  # positions 1 .. 40
+    torch.testing.assert_close(positions.square().sum(-1), torch.full((40,), d_model / 2))
+    assert per_p == d_model / (4 if scale == "paper" else 2)
     # The root and padding (empty paths) encode as zero.
-    assert torch.all(encoding(root_paths(2, max_depth=8)) == 0)
+    assert torch.all(encoding(root_paths(2, max_depth=k)) == 0)
 
 
 def test_gradients_reach_theta_and_projection_even_at_p_zero():

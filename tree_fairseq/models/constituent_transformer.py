@@ -1,6 +1,7 @@
 """Constituent attention (Wang, Lee and Chen, EMNLP 2019, "Tree Transformer: Integrating Tree
 Structures into Self-Attention", arXiv 1909.06639): the fairseq wiring of
-:mod:`tree_fairseq.modules.constituent_attention`.
+:mod:`tree_fairseq.modules.constituent_attention`. docs/methods.md (section 2) lists the paper's
+equations and settings against this code.
 
 The structure is induced from the text, so these models read only ``src_tokens`` and
 ``src_lengths``: they train on fairseq's ``--task translation`` with a plain fairseq-preprocess
@@ -8,10 +9,10 @@ data-bin, and on ``--task tree_translation``, whose tree keys they accept and ig
 
 Encoder (section 3, Figure 1). fairseq's transformer encoder whose layers each carry a
 Constituent Attention module: from the layer's input it computes the link probabilities
-``â^l`` (neighbouring attention), ``a^l = a^{l-1} + (1 - a^{l-1}) · â^l`` (hierarchical
-constraint, ``a^{l-1}`` from the layer below, ``a^0 = 0``) and the prior ``C``; the layer's
-self-attention is ``E = C ⊙ softmax(QKᵀ/√d_h)``, then fairseq's residual, layer norm and
-feed-forward network. The link probabilities of every layer are in ``encoder_out`` under
+``â^l`` (neighbouring attention, eqs. 5-7), ``a^l = a^{l-1} + (1 - a^{l-1}) · â^l`` (hierarchical
+constraint, eq. 8, ``a^{l-1}`` from the layer below, ``a^{-1} = 0``) and the prior ``C`` (eqs.
+3-4); the layer's self-attention is ``E = C ⊙ softmax(QKᵀ/√d_h)`` (eq. 2), then fairseq's
+residual, layer norm and feed-forward network. The link probabilities of every layer are in ``encoder_out`` under
 ``"constituent_links"``, ``(B, L, n - 1)`` (link ``k`` joins tokens ``k`` and ``k + 1``; 0 where
 it touches padding or EOS), for parsing with
 :func:`~tree_fairseq.modules.constituent_attention.unsupervised_parse`.
@@ -21,6 +22,9 @@ translation its encoder replaces the transformer's).
 
 Choices the paper leaves open, made here (the maths' own are in the module's docstring):
 
+- the neighbour score of eq. 5 is divided by ``d_model / 2`` as the paper sets it;
+  ``--neighbour-score-scale d-model`` divides by ``d_model``, this plugin's earlier reading
+  (checkpoints trained with it need the flag back, e.g. as an ``arg_overrides`` entry).
 - ``C`` is not renormalised after the product with the attention probabilities, as the paper's
   equation reads and the authors' code does; ``--renormalize-constituent-attention`` divides
   each row of ``E`` by its sum instead. The prior's diagonal is ``C_ii = 1``.
@@ -40,7 +44,10 @@ Choices the paper leaves open, made here (the maths' own are in the module's doc
 :class:`ConstituentEncoderLM` (``constituent_encoder_lm``) is the same encoder with an output
 projection (tied to the token embeddings), the model of the masked-LM task
 :mod:`tree_fairseq.tasks.constituent_masked_lm` that trains the encoder alone for parsing, as in
-the paper's section 4.
+the paper's section 7.2. Its default architecture is the paper's (section 7.1: 512 wide, 8 heads,
+feed-forward 2048, dropout 0.1, 10 layers, the depth of its best parses);
+``constituent_encoder_lm_small`` is the smaller one this plugin used before (256 / 1024 / 4 heads,
+6 layers).
 """
 
 from dataclasses import dataclass, field
@@ -59,7 +66,11 @@ from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor, nn
 
 from tree_fairseq.models.common import SentenceRowsReorder, TextSourceTransformerModel, tiny_defaults
-from tree_fairseq.modules.constituent_attention import ConstituentAttention, ConstituentSelfAttention
+from tree_fairseq.modules.constituent_attention import (
+    NEIGHBOUR_SCORE_DIVISORS,
+    ConstituentAttention,
+    ConstituentSelfAttention,
+)
 
 
 @dataclass
@@ -71,6 +82,12 @@ class ConstituentTransformerConfig(TransformerConfig):
         metadata={"help": "divide each row of C ⊙ softmax(QKᵀ/√d) by its sum (default: not renormalised, "
                           "as in the paper's equation)"},
     )
+    neighbour_score_scale: str = field(
+        default="half-d-model",
+        metadata={"help": "divisor d of the neighbouring attention's score q_i·k_(i+1)/d: half-d-model is the "
+                          "paper's d_model/2 (default); d-model divides by d_model (the earlier reading)",
+                  "choices": sorted(NEIGHBOUR_SCORE_DIVISORS)},
+    )
 
 
 class ConstituentTransformerEncoderLayer(TransformerEncoderLayerBase):
@@ -79,7 +96,7 @@ class ConstituentTransformerEncoderLayer(TransformerEncoderLayerBase):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.constituent_attention = ConstituentAttention(self.embed_dim)
+        self.constituent_attention = ConstituentAttention(self.embed_dim, score_scale=cfg.neighbour_score_scale)
 
     def build_self_attention(self, embed_dim, cfg):
         return ConstituentSelfAttention(
@@ -223,6 +240,7 @@ class ConstituentEncoderLM(FairseqEncoderModel):
 @register_model_architecture("constituent_transformer", "constituent_transformer")
 def constituent_transformer(args):
     args.renormalize_constituent_attention = getattr(args, "renormalize_constituent_attention", False)
+    args.neighbour_score_scale = getattr(args, "neighbour_score_scale", "half-d-model")
     base_architecture(args)
 
 
@@ -247,15 +265,27 @@ def constituent_transformer_tiny(args):
 
 @register_model_architecture("constituent_encoder_lm", "constituent_encoder_lm")
 def constituent_encoder_lm(args):
-    """A small masked LM for parsing: 256 / ffn 1024 / 4 heads, 6 layers, dropout 0.1 (the paper
-    uses 10 layers of 512 with 8 heads)."""
+    """The paper's encoder (section 7.1): 512 / ffn 2048 / 8 heads, dropout 0.1, 10 layers (its
+    Table 1's best depth on WSJ). Paper silent, chosen: GELU as BERT, post-norm as the original
+    transformer encoder the paper says it is identical to, attention dropout 0."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 512)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 2048)
+    args.encoder_layers = getattr(args, "encoder_layers", 10)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 8)
+    args.dropout = getattr(args, "dropout", 0.1)
+    args.activation_fn = getattr(args, "activation_fn", "gelu")
+    constituent_transformer(args)
+
+
+@register_model_architecture("constituent_encoder_lm", "constituent_encoder_lm_small")
+def constituent_encoder_lm_small(args):
+    """A smaller masked LM for quick CPU runs (this plugin's earlier default): 256 / ffn 1024 /
+    4 heads, 6 layers, the rest as :func:`constituent_encoder_lm`."""
     args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 256)
     args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 1024)
     args.encoder_layers = getattr(args, "encoder_layers", 6)
     args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
-    args.dropout = getattr(args, "dropout", 0.1)
-    args.activation_fn = getattr(args, "activation_fn", "gelu")
-    constituent_transformer(args)
+    constituent_encoder_lm(args)
 
 
 @register_model_architecture("constituent_encoder_lm", "constituent_encoder_lm_tiny")
@@ -264,4 +294,5 @@ def constituent_encoder_lm_tiny(args):
     args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 32)
     args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
     args.encoder_layers = getattr(args, "encoder_layers", 2)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
     constituent_encoder_lm(args)

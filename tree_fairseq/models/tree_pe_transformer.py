@@ -1,7 +1,10 @@
 """Tree positional encodings in a Transformer (Shiv & Quirk, NeurIPS 2019, "Novel positional
 encodings to enable tree-based transformers"): the fairseq wiring of
 :mod:`tree_fairseq.modules.tree_positional_encoding`, for reading a source tree
-(``tree_pe_transformer``) and for generating a tree (``tree_pe_parser``).
+(``tree_pe_transformer``), for generating a tree (``tree_pe_parser``) and for both
+(``tree_pe_tree2tree``, ``--task tree_to_tree``: the tree encoder and the tree decoder, which
+cross-attends to the source's nodes and leaves, section 5.1 of the paper). docs/methods.md,
+section 3, compares the code with the paper row by row.
 
 **Tree encoder** (``tree_pe_transformer``, ``--task tree_translation``). The encoder's sequence is
 the source tree's items ``[nodes; leaves]``: nodes embedded from their own label table (the task's
@@ -16,27 +19,30 @@ cross-attends to every item, nodes and leaves (:class:`TreeSourceDecoder`).
 :mod:`tree_fairseq.trees.linearize`: symbols annotated with their number of children (``NP(3)``; a
 leaf has none), in depth-first or breadth-first order (``--tree-order``, which must match the data).
 The decoder is fairseq's transformer decoder whose positional embedding is the tree positional
-encoding of the slot the next symbol fills, computed step by step from the partial tree
-(:class:`TreeSlotPositions`): the input at step ``t`` is the embedding of symbol ``t − 1`` plus the
-encoding of the position of symbol ``t``, as a sequence decoder adds position ``t``. The first
-symbol is the root (the empty path); once no slot is open, EOS sits at the root's right sibling, as
-in the encoder. The partial tree is a list of *frames*, one per node with children still to come:
-the path of its next open slot and how many slots it has left. A symbol fills the slot of the
-newest frame (depth first) or the oldest (breadth first), which moves on to its next sibling and
-closes after its last; a node with ``k`` children opens a frame at its first child. This is
-``O(1)`` tensor operations per step for the whole beam, kept in the incremental state and
-reordered with it. The encoder is fairseq's (sinusoidal positions): the source is a sentence.
-Generation with ``--task tree_generation`` only ever emits whole trees (see that task).
+encoding of the symbol each input holds, computed step by step from the partial tree
+(:class:`TreeSlotPositions`), as section 4 of the paper asks: the start token gets the zero
+encoding, and each fed-back output its own position, the slot of the partial tree it filled (the
+first symbol, the root, has the empty path, hence also the zero encoding). The decoder has to infer
+the next position from this history. A symbol past the end of the tree (never generated, see the
+task) sits at the root's right sibling, where the encoder puts EOS. The partial tree is a list of
+*frames*, one per node with children still to come: the path of its next open slot and how many
+slots it has left. A symbol fills the slot of the newest frame (depth first) or the oldest (breadth
+first), which moves on to its next sibling and closes after its last; a node with ``k`` children
+opens a frame at its first child. This is ``O(1)`` tensor operations per step for the whole beam,
+kept in the incremental state and reordered with it. The encoder is fairseq's (sinusoidal
+positions): the source is a sentence. Generation with ``--task tree_generation`` only ever emits
+whole trees (see that task).
 
-Choices the paper leaves open, made here:
+Choices the paper leaves open, made here (docs/methods.md, section 3, lists them all):
 
-- the encodings are added to the scaled embeddings where fairseq adds its sinusoidal ones, and
-  follow their scale (see the module); the encoder's and the decoder's are separate parameters;
+- the encodings are added to the scaled embeddings where fairseq adds its sinusoidal ones, with the
+  paper's constant factor (``--tree-pe-scale``; the module compares their norms); the encoder's and
+  the decoder's are separate parameters;
 - nodes and leaves share one space of positions (every item of a tree has its own path, up to
   the truncation); what tells a node from a leaf is its embedding table;
-- the decoder's input at a step is the previous symbol plus the position of the slot being
-  predicted (not of the previous symbol), as a sequence decoder adds the position of the token it
-  predicts; the symbols' child counts reach the decoder through the symbols and the positions;
+- option ``--tree-pe-decoder-positions next_slot``: the input at step ``t`` is symbol ``t − 1``
+  plus the position of the slot being predicted (symbol ``t``'s), as a sequence decoder adds
+  position ``t``; this plugin's earlier form, kept for its checkpoints;
 - an item deeper than ``k = --tree-pe-max-depth`` LCRS steps loses its oldest steps (the module's
   truncation); under LCRS a child's index counts as depth, so flat nodes reach it sooner;
 - training computes the positions of a whole target at once (:func:`sequence_slot_paths`, ``O(k)``
@@ -62,12 +68,15 @@ from torch import Tensor, nn
 from tree_fairseq.models.common import (
     ConfiguredTransformerModel,
     SentenceRowsReorder,
+    TreeSourceDecoder,
     TreeSourceTransformerModel,
     tiny_defaults,
 )
 from tree_fairseq.modules.tree_positional_encoding import (
+    DEGREE,
     FIRST_CHILD,
     NEXT_SIBLING,
+    SCALES,
     TreePositionalEncoding,
     push_child,
     root_paths,
@@ -88,6 +97,15 @@ class TreePETransformerConfig(TransformerConfig):
         metadata={"help": "number of learned depth weights p, each giving a 2k-dimensional encoding "
                           "(default: embed_dim // 2k, at least 1; projected to embed_dim when the sizes differ)"},
     )
+    tree_pe_scale: ChoiceEnum(list(SCALES)) = field(
+        default="paper",
+        metadata={"help": "constant factor of the encodings: paper = sqrt(1 - p^2) * sqrt(d_model) / 2 as "
+                          "section 3.2 prints it; authors_code = sqrt((1 - p^2) * d_model / 2), sqrt(2) "
+                          "larger (the earlier form of this plugin) (default: paper)"},
+    )
+
+
+DECODER_POSITIONS = ("symbol", "next_slot")
 
 
 @dataclass
@@ -99,10 +117,17 @@ class TreePEParserConfig(TreePETransformerConfig):
         metadata={"help": "order in which the target trees are linearised and generated; must be the "
                           "order of the data (default: depth_first)"},
     )
+    tree_pe_decoder_positions: ChoiceEnum(list(DECODER_POSITIONS)) = field(
+        default="symbol",
+        metadata={"help": "symbol: each decoder input at the position of the symbol it holds, the start "
+                          "token at the zero encoding (the paper's section 4); next_slot: at the position "
+                          "of the symbol it predicts (the earlier form of this plugin) (default: symbol)"},
+    )
 
 
 def tree_positional_encoding(cfg, embed_dim: int) -> TreePositionalEncoding:
-    return TreePositionalEncoding(embed_dim, cfg.tree_pe_max_depth, num_weights=cfg.tree_pe_num_weights)
+    return TreePositionalEncoding(embed_dim, cfg.tree_pe_max_depth, num_weights=cfg.tree_pe_num_weights,
+                                  scale=str(getattr(cfg, "tree_pe_scale", "paper")))
 
 
 # Reading a source tree
@@ -324,34 +349,54 @@ def sequence_slot_paths(arity: Tensor, breadth_first: bool, max_depth: int) -> T
     return torch.stack(paths, dim=-1)[:, 1:]
 
 
+def sequence_symbol_paths(arity: Tensor, breadth_first: bool, max_depth: int) -> Tensor:
+    """The position of the symbol each input holds (the paper's section 4), for whole sequences:
+    arity ``(B, T)`` (``-1`` for BOS, EOS, padding) -> ``(B, T, k)``. A symbol sits at the slot
+    the partial tree before it had open (:func:`sequence_slot_paths` one step earlier, the root
+    slot first); BOS, EOS and padding at the empty path, whose encoding is zero."""
+    slots = sequence_slot_paths(arity, breadth_first, max_depth)  # (B, T, k): after each input
+    before = torch.cat([root_paths(arity.size(0), 1, max_depth=max_depth, device=arity.device),
+                        slots[:, :-1]], dim=1)
+    return before.masked_fill((arity < 0).unsqueeze(-1), -1)
+
+
 class TreeSlotPositions(FairseqIncrementalState, nn.Module):
-    """The decoder's positional embedding: tokens ``(B, T)`` -> the tree positional encoding of
-    the slot each step's output fills, ``(B, T, C)``. Called as fairseq's decoder calls its
-    positional embedding; with an incremental state only the last step is computed, from the
-    partial trees kept there."""
+    """The decoder's positional embedding: tokens ``(B, T)`` -> ``(B, T, C)``, the tree
+    positional encoding of the symbol each input holds (zero for the start token), or with
+    ``--tree-pe-decoder-positions next_slot`` of the slot each step's output fills. Called as
+    fairseq's decoder calls its positional embedding; with an incremental state only the last
+    step is computed, from the partial trees kept there."""
 
     def __init__(self, dictionary: Dictionary, embed_dim: int, cfg):
         super().__init__()
         self.encoding = tree_positional_encoding(cfg, embed_dim)
         self.breadth_first = cfg.tree_order == "breadth_first"
+        self.next_slot = getattr(cfg, "tree_pe_decoder_positions", "symbol") == "next_slot"
         self.max_positions = cfg.max_target_positions
         self.register_buffer("arities", symbol_arities(dictionary), persistent=False)
 
     def slot_paths(self, tokens: Tensor, trees: Optional[PartialTrees] = None) -> tuple[Tensor, PartialTrees]:
-        """Add ``tokens`` ``(B, T)`` to ``trees`` (empty if None) one step at a time: the path
-        ``(B, T, k)`` of the slot filled after each step, and the partial trees at the end."""
+        """Add ``tokens`` ``(B, T)`` to ``trees`` (empty if None) one step at a time: the
+        position ``(B, T, k)`` of each input (the symbol's own slot, the empty path for BOS, EOS
+        and padding; with ``next_slot``, the slot open after it), and the partial trees at the
+        end."""
         if trees is None:
             trees = PartialTrees.empty(tokens.size(0), self.encoding.max_depth, tokens.device)
         paths = []
         for step in range(tokens.size(1)):
-            trees = add_symbols(trees, self.arities[tokens[:, step]], self.breadth_first)
-            paths.append(next_slot_paths(trees, self.breadth_first))
+            arity = self.arities[tokens[:, step]]
+            if not self.next_slot:
+                slot = next_slot_paths(trees, self.breadth_first)
+                paths.append(slot.masked_fill((arity < 0).unsqueeze(-1), -1))
+            trees = add_symbols(trees, arity, self.breadth_first)
+            if self.next_slot:
+                paths.append(next_slot_paths(trees, self.breadth_first))
         return torch.stack(paths, dim=1), trees
 
     def forward(self, tokens: Tensor, incremental_state=None) -> Tensor:
         if incremental_state is None:
-            arity = self.arities[tokens]
-            return self.encoding(sequence_slot_paths(arity, self.breadth_first, self.encoding.max_depth))
+            paths = sequence_slot_paths if self.next_slot else sequence_symbol_paths
+            return self.encoding(paths(self.arities[tokens], self.breadth_first, self.encoding.max_depth))
         # fairseq adds one token per incremental call; the first call reads the whole prefix.
         trees = self.get_incremental_state(incremental_state, "partial_trees")
         paths, trees = self.slot_paths(tokens if trees is None else tokens[:, -1:], trees)
@@ -389,12 +434,42 @@ class TreePEParserModel(ConfiguredTransformerModel):
         return TreeDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
 
 
+# Tree to tree
+
+
+class TreeSourceTreeDecoder(TreeSourceDecoder):
+    """A :class:`TreeDecoder` cross-attending to a tree encoder's ``[nodes; leaves]`` (as
+    :class:`TreeSourceDecoder`): tree positions on both sides."""
+
+    def __init__(self, cfg, dictionary, embed_tokens):
+        super().__init__(cfg, dictionary, embed_tokens)
+        self.embed_positions = TreeSlotPositions(dictionary, cfg.decoder.embed_dim, cfg)
+
+
+@register_model("tree_pe_tree2tree")
+class TreePETreeToTreeModel(TreePETransformerModel):
+    """A tree in, a tree out (the paper's section 5.1): a :class:`TreePEEncoder` and a
+    :class:`TreeSourceTreeDecoder`, for ``--task tree_to_tree``. Options:
+    :class:`TreePEParserConfig`."""
+
+    config_class = TreePEParserConfig
+
+    @classmethod
+    def set_defaults(cls, args):
+        tree_pe_tree2tree(args)
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
+        return TreeSourceTreeDecoder(cfg, tgt_dict, embed_tokens)
+
+
 # Architectures: fairseq's transformer of the same name, plus the tree options' defaults.
 
 
 def tree_pe_defaults(args):
     args.tree_pe_max_depth = getattr(args, "tree_pe_max_depth", 32)
     args.tree_pe_num_weights = getattr(args, "tree_pe_num_weights", None)
+    args.tree_pe_scale = getattr(args, "tree_pe_scale", "paper")
 
 
 @register_model_architecture("tree_pe_transformer", "tree_pe_transformer")
@@ -409,6 +484,32 @@ def tree_pe_transformer_iwslt_de_en(args):
     tree_pe_transformer(args)
 
 
+PAPER_POSITION_DIM = 2048  # d_pos of section 5
+
+
+def paper_defaults(args, ffn_embed_dim: int):
+    """The sizes of section 5: four layers, ``d_model = 256``, tree positions ``d_pos = 2048``
+    (``P = 2048 / (k·n) = 32`` learned ``p`` at ``k = 32``, ``n = 2``, projected to 256), dropout
+    0.1; ``d_ff`` 512 in the tree-to-tree experiments (5.1.1), 1024 in semantic parsing (5.2).
+    The paper prints no number of heads: fairseq's base default, 8."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 256)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", ffn_embed_dim)
+    args.encoder_layers = getattr(args, "encoder_layers", 4)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", args.encoder_embed_dim)
+    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", args.encoder_ffn_embed_dim)
+    args.decoder_layers = getattr(args, "decoder_layers", 4)
+    args.dropout = getattr(args, "dropout", 0.1)
+    args.tree_pe_max_depth = getattr(args, "tree_pe_max_depth", 32)
+    args.tree_pe_num_weights = getattr(args, "tree_pe_num_weights",
+                                       max(1, PAPER_POSITION_DIM // (DEGREE * args.tree_pe_max_depth)))
+
+
+@register_model_architecture("tree_pe_transformer", "tree_pe_transformer_paper")
+def tree_pe_transformer_paper(args):
+    paper_defaults(args, ffn_embed_dim=512)  # the tree encoder of the tree-to-tree models
+    tree_pe_transformer(args)
+
+
 @register_model_architecture("tree_pe_transformer", "tree_pe_transformer_tiny")
 def tree_pe_transformer_tiny(args):
     tiny_defaults(args)
@@ -418,11 +519,35 @@ def tree_pe_transformer_tiny(args):
 @register_model_architecture("tree_pe_parser", "tree_pe_parser")
 def tree_pe_parser(args):
     args.tree_order = getattr(args, "tree_order", "depth_first")
+    args.tree_pe_decoder_positions = getattr(args, "tree_pe_decoder_positions", "symbol")
     tree_pe_defaults(args)
     base_architecture(args)
+
+
+@register_model_architecture("tree_pe_parser", "tree_pe_parser_paper")
+def tree_pe_parser_paper(args):
+    paper_defaults(args, ffn_embed_dim=1024)  # semantic parsing, section 5.2
+    tree_pe_parser(args)
 
 
 @register_model_architecture("tree_pe_parser", "tree_pe_parser_tiny")
 def tree_pe_parser_tiny(args):
     tiny_defaults(args)
     tree_pe_parser(args)
+
+
+@register_model_architecture("tree_pe_tree2tree", "tree_pe_tree2tree")
+def tree_pe_tree2tree(args):
+    tree_pe_parser(args)
+
+
+@register_model_architecture("tree_pe_tree2tree", "tree_pe_tree2tree_paper")
+def tree_pe_tree2tree_paper(args):
+    paper_defaults(args, ffn_embed_dim=512)  # program translation, section 5.1.1
+    tree_pe_tree2tree(args)
+
+
+@register_model_architecture("tree_pe_tree2tree", "tree_pe_tree2tree_tiny")
+def tree_pe_tree2tree_tiny(args):
+    tiny_defaults(args)
+    tree_pe_tree2tree(args)

@@ -1,19 +1,22 @@
 """Constituent attention (Wang, Lee and Chen, EMNLP 2019, "Tree Transformer: Integrating Tree
-Structures into Self-Attention", arXiv 1909.06639, section 3 and Algorithm 1).
+Structures into Self-Attention", arXiv 1909.06639, sections 4-6 and Algorithm 1). docs/methods.md
+(section 2) lists every equation and setting of the paper against this code.
 
-Each layer ``l`` induces soft constituents from its input and restricts self-attention to them:
+Each layer ``l`` (numbered from 0, as the paper's figures number them) induces soft constituents
+from its input and restricts self-attention to them:
 
-- neighbouring attention ("Neighboring Attention"): token i scores its two neighbours,
-  ``s_{i,i±1} = q_i · k_{i±1} / d`` (query/key projections of size ``d``), and normalises over
-  them, ``p_{i,i+1}, p_{i,i-1} = softmax(s_{i,i+1}, s_{i,i-1})``; the link probability of the
-  pair is ``â_i = sqrt(p_{i,i+1} · p_{i+1,i})``;
-- hierarchical constraint ("Hierarchical Constraint"):
-  ``a^l_i = a^{l-1}_i + (1 - a^{l-1}_i) · â^l_i`` with
-  ``a^0 = 0``, so links only strengthen going up and constituents only merge;
-- constituent prior: ``C_ij = Π_{k=i}^{j-1} a_k`` for ``i < j``, ``C_ji = C_ij``;
-- attention: ``E = C ⊙ softmax(QKᵀ / sqrt(d_head))``, one ``C`` shared by all heads.
+- neighbouring attention (section 5.1): token i scores its two neighbours,
+  ``s_{i,i±1} = q_i · k_{i±1} / d`` (eq. 5, link query/key projections of size ``d_model``, the
+  scale ``d = d_model / 2`` as the paper sets it), and normalises over them,
+  ``p_{i,i+1}, p_{i,i-1} = softmax(s_{i,i+1}, s_{i,i-1})`` (eq. 6); the link probability of the
+  pair is ``â_i = sqrt(p_{i,i+1} · p_{i+1,i})`` (eq. 7);
+- hierarchical constraint (section 5.2, eq. 8): ``a^l_k = a^{l-1}_k + (1 - a^{l-1}_k) · â^l_k``
+  with ``a^{-1} = 0``, so links only strengthen going up and constituents only merge;
+- constituent prior (eqs. 3-4): ``C_ij = Π_{k=i}^{j-1} a_k`` for ``i < j``, ``C_ji = C_ij``,
+  computed as the exponential of a sum of logs;
+- attention (eq. 2): ``E = C ⊙ softmax(QKᵀ / sqrt(d_head))``, one ``C`` shared by all heads.
 
-Choices the paper leaves open, made here:
+Readings, and choices the paper leaves open, made here:
 
 - the diagonal is the empty product, ``C_ii = 1``: a token always lies in its own constituent,
   so its own attention weight is never scaled down. (The authors' code leaves ``C_ii`` near 0,
@@ -31,9 +34,11 @@ Choices the paper leaves open, made here:
 - ``â`` is computed in log space, ``log â = (log p_{i,i+1} + log p_{i+1,i}) / 2`` with the
   two-way softmax as a log-sigmoid, so neither the square root at 0 nor an underflowing
   softmax can give an infinite gradient (the authors' code adds 1e-9 under the square root).
-- the score scale is ``1/d`` as in the paper (the authors' code divides by a constant 256); the
-  layer norm the authors' code applies to the input of the neighbouring attention is left to
-  the calling layer (a post-norm encoder's input is already normalised).
+- the score of eq. 5 is divided by ``d = d_model / 2`` as the paper sets it (the authors' code
+  divides by a constant 256, the same for their ``d_model = 512``);
+  ``neighbouring_attention(..., scale="d-model")`` divides by ``d_model`` instead, this plugin's
+  earlier reading. The layer norm the authors' code applies to the input of the neighbouring
+  attention is left to the calling layer (a post-norm encoder's input is already normalised).
 - padding (left or right, real tokens contiguous): a token beside padding has one neighbour,
   which it then attends with probability 1, like the first and last tokens of the paper's
   sentences. A link touching padding has ``â = a = 0`` (padding is never in a real token's
@@ -63,16 +68,23 @@ def link_padding_mask(padding_mask: Tensor) -> Tensor:
     return padding_mask[:, :-1] | padding_mask[:, 1:]
 
 
-def neighbouring_attention(queries: Tensor, keys: Tensor, padding_mask: Tensor) -> Tensor:
-    """The link probabilities ``â_k = sqrt(p_{k,k+1} · p_{k+1,k})`` ("Neighboring Attention").
+# The divisor d of eq. 5 as a function of d_model: the paper's d_model / 2, or d_model.
+NEIGHBOUR_SCORE_DIVISORS = {"half-d-model": lambda d_model: d_model / 2, "d-model": lambda d_model: d_model}
 
-    queries, keys: ``(B, n, d)``; padding_mask: ``(B, n)`` bool. Returns ``(B, n - 1)`` in at
-    least float32, 0 on links touching padding. A token with a single real neighbour gives it
-    probability 1.
+
+def neighbouring_attention(queries: Tensor, keys: Tensor, padding_mask: Tensor, scale: str = "half-d-model") -> Tensor:
+    """The link probabilities ``â_k = sqrt(p_{k,k+1} · p_{k+1,k})`` (eqs. 5-7).
+
+    queries, keys: ``(B, n, d_model)``; padding_mask: ``(B, n)`` bool; scale: the divisor ``d``
+    of eq. 5, ``"half-d-model"`` (``d_model / 2``, the paper's) or ``"d-model"``. Returns
+    ``(B, n - 1)`` in at least float32, 0 on links touching padding. A token with a single real
+    neighbour gives it probability 1.
     """
+    if scale not in NEIGHBOUR_SCORE_DIVISORS:
+        raise ValueError(f"scale {scale!r} is not one of {sorted(NEIGHBOUR_SCORE_DIVISORS)}")
     dtype = torch.promote_types(queries.dtype, torch.float32)
     queries, keys = queries.to(dtype), keys.to(dtype)
-    scale = 1.0 / queries.size(-1)
+    scale = 1.0 / NEIGHBOUR_SCORE_DIVISORS[scale](queries.size(-1))
     real_link = ~link_padding_mask(padding_mask)  # (B, n-1)
     right_score = (queries[:, :-1] * keys[:, 1:]).sum(-1) * scale  # (B, n-1) s_{k,k+1}
     left_score = (queries[:, 1:] * keys[:, :-1]).sum(-1) * scale  # (B, n-1) s_{k+1,k}
@@ -90,8 +102,8 @@ def neighbouring_attention(queries: Tensor, keys: Tensor, padding_mask: Tensor) 
 
 
 def hierarchical_constraint(previous: Tensor | None, current: Tensor) -> Tensor:
-    """``a^l = a^{l-1} + (1 - a^{l-1}) · â^l`` ("Hierarchical Constraint"); ``previous = None``
-    stands for ``a^0 = 0``.
+    """``a^l = a^{l-1} + (1 - a^{l-1}) · â^l`` (eq. 8); ``previous = None`` stands for
+    ``a^{-1} = 0`` (below the first layer).
 
     previous, current: ``(B, n - 1)`` in [0, 1]. The result is in [0, 1] and ``>= previous``.
     """
@@ -101,7 +113,8 @@ def hierarchical_constraint(previous: Tensor | None, current: Tensor) -> Tensor:
 
 
 def constituent_prior(links: Tensor, padding_mask: Tensor) -> Tensor:
-    """``C_ij = Π_{k=min(i,j)}^{max(i,j)-1} a_k``, ``C_ii = 1``, from a prefix sum of ``log a``.
+    """``C_ij = Π_{k=min(i,j)}^{max(i,j)-1} a_k`` (eq. 3), ``C_ii = 1``, from a prefix sum of
+    ``log a`` (eq. 4).
 
     links: ``a (B, n - 1)``; padding_mask: ``(B, n)`` bool. Returns ``(B, n, n)`` in at least
     float32, symmetric, 0 on padded rows and columns.
@@ -129,10 +142,14 @@ class Constituents(NamedTuple):
 
 class ConstituentAttention(nn.Module):
     """The paper's Constituent Attention module of one layer: neighbouring attention,
-    hierarchical constraint and constituent prior (section 3, Figure 1B)."""
+    hierarchical constraint and constituent prior (section 5, Figure 1B). ``score_scale``: the
+    divisor of eq. 5 (see :func:`neighbouring_attention`)."""
 
-    def __init__(self, embed_dim: int, bias: bool = True):
+    def __init__(self, embed_dim: int, bias: bool = True, score_scale: str = "half-d-model"):
         super().__init__()
+        if score_scale not in NEIGHBOUR_SCORE_DIVISORS:
+            raise ValueError(f"score_scale {score_scale!r} is not one of {sorted(NEIGHBOUR_SCORE_DIVISORS)}")
+        self.score_scale = score_scale
         self.query = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.key = nn.Linear(embed_dim, embed_dim, bias=bias)
         nn.init.xavier_uniform_(self.query.weight)
@@ -141,13 +158,14 @@ class ConstituentAttention(nn.Module):
     def forward(self, x: Tensor, padding_mask: Tensor, previous_links: Tensor | None = None) -> Constituents:
         """x: the layer's input ``(B, n, d)``; padding_mask: ``(B, n)`` bool; previous_links:
         ``a^{l-1} (B, n - 1)``, None in the first layer. Returns ``a^l`` and ``C``."""
-        current = neighbouring_attention(self.query(x), self.key(x), padding_mask)
+        current = neighbouring_attention(self.query(x), self.key(x), padding_mask, self.score_scale)
         links = hierarchical_constraint(previous_links, current)
         return Constituents(links, constituent_prior(links, padding_mask))
 
 
 class ConstituentSelfAttention(nn.Module):
-    """Multi-head self-attention scaled by the constituent prior, ``E = C ⊙ softmax(QKᵀ/√d_h)``,
+    """Multi-head self-attention scaled by the constituent prior, ``E = C ⊙ softmax(QKᵀ/√d_h)``
+    (eq. 2),
     followed by ``W^O`` (the residual, layer norm and feed-forward belong to the layer).
 
     q/k/v/out projections and their initialisation are fairseq's ``MultiheadAttention``'s.
@@ -210,7 +228,7 @@ class ConstituentSelfAttention(nn.Module):
 def unsupervised_parse(
     link_probabilities: Tensor,
     leaves: Sequence[str] | None = None,
-    min_layer: int = 0,
+    min_layer: int = 3,
     threshold: float = 0.8,
 ) -> Tree:
     """Algorithm 1 ("Unsupervised Parsing with Multiple Layers") on one sentence.
@@ -218,7 +236,8 @@ def unsupervised_parse(
     link_probabilities: ``a^l (L, n - 1)``, row ``l`` the link probabilities of layer ``l``
     (0 = lowest), of the sentence's own tokens only (the caller drops padding, and EOS when it
     is not to be parsed). leaves: the n tokens (default ``"0" … "n-1"``). min_layer: the
-    paper's ``m``, 0-based here (the authors' code uses 2, the third of 10 layers);
+    paper's ``m``, with layers numbered from 0 as in the paper's figures; default 3, the best
+    value of its Figure 4(a) (the authors' code uses 2); it needs at least ``m + 1`` layers.
     threshold: the paper's 0.8.
 
     ``BuildTree(l, s, e)`` over the tokens ``s..e`` (inclusive), starting at ``(L - 1, 0, n - 1)``:
@@ -243,7 +262,8 @@ def unsupervised_parse(
         raise ValueError(f"link probabilities must be (layers, n - 1), got shape {tuple(links.shape)}")
     num_layers, num_tokens = links.size(0), links.size(1) + 1
     if not 0 <= min_layer < num_layers:
-        raise ValueError(f"min_layer {min_layer} is not one of the {num_layers} layers")
+        raise ValueError(f"min_layer {min_layer} is not one of the {num_layers} layers (layers are numbered "
+                         f"from 0; Algorithm 1's default m = 3 needs at least 4)")
     if leaves is None:
         leaves = [str(i) for i in range(num_tokens)]
     if len(leaves) != num_tokens:

@@ -1,17 +1,38 @@
 """Tree positional encodings (Shiv & Quirk, NeurIPS 2019, "Novel positional encodings to enable
-tree-based transformers").
+tree-based transformers"), section 3; docs/methods.md, section 3, compares the code with the paper
+row by row.
 
 A position in a tree is the path from the root. The paper writes it as a stack of one-hot child
 indices, the most recent step first, truncated to depth ``k``, for trees of degree ``n``:
 ``x ∈ {0, 1}^{k·n}``, the root being the empty stack ``0``. Moving along an edge is affine:
 
-    D_i x = [e_i ; x[:-n]]     down to child i: push e_i on the front, the oldest step falls off
-    U x   = [x[n:] ; 0_n]      up to the parent: pop the front
+    D_i x = [e_i ; x[:-n]]     (eq. 2) down to child i: push e_i on the front, the oldest step falls off
+    U x   = [x[n:] ; 0_n]      (eq. 3) up to the parent: pop the front
 
-so ``U D_i x = x`` for every position of depth < k. The parameterised encoding weights the one-hot
-at stack position ``l`` (``l = 0`` the most recent step) by ``p^l``, learns ``p = tanh(θ)`` and
-normalises by ``sqrt(1 - p²)``: for a path of unbounded depth ``Σ_l p^{2l} (1 - p²) = 1``, so every
-deep position has the same norm. Several ``p`` are learned and their encodings concatenated.
+so ``U D_i x = x`` (eq. 1) for every position of depth < k. The parameterised encoding weights the
+one-hot at stack position ``l`` (``l = 0`` the most recent step) by ``p^l``
+(``x' = x ⊙ (1_n ; p_n ; p_n² ; …)``), learns ``p = tanh(θ)``, multiplies by ``sqrt(1 - p²)`` "to
+approximately normalize it" and then by ``sqrt(d_model) / 2``, as section 3.2 prints it::
+
+    w[p, l] = p^l · sqrt(1 - p²) · sqrt(d_model) / 2
+
+Several ``p`` are learned and their encodings concatenated (``d_pos = P·k·n``).
+
+**Norm against fairseq's sinusoidal encodings.** A position ``L`` steps below the root (``L <= k``)
+has, per ``p``, the squared norm ``c² (1 - p²) Σ_{l<L} p^{2l} = c² (1 - p^{2L})``, with ``c`` the
+constant factor: zero at the root, ``c²`` for deep positions. With all ``P`` weights,
+``‖enc‖² = c² Σ_p (1 - p^{2L}) <= P·c²``. fairseq's sinusoidal embedding of the same ``d_model``
+has ``d/2`` sine–cosine pairs of norm 1, hence the norm ``sqrt(d/2)`` at every position. So:
+
+- the paper's ``c = sqrt(d)/2`` gives each ``p`` at most ``1/√2`` of the sinusoidal norm, and the
+  whole encoding at most ``sqrt(P/2)`` times it: at ``d = 512, k = 32`` (``P = 8``, no projection)
+  up to 32.0 against 16.0; at the paper's ``d = 256, d_pos = 2048`` (``P = 32``) up to 45.3
+  against 11.3 before the projection, which then sets the scale (at its Xavier-uniform
+  initialisation ``E‖Wx‖² = 2d/(d_pos + d)·‖x‖²``, about 0.47 in norm: ≈ 21);
+- the option ``scale="authors_code"`` (``--tree-pe-scale authors_code``),
+  ``c = sqrt(d/2)``, the reading of the authors' implementation and this plugin's earlier form,
+  is ``√2`` larger: each ``p`` at most exactly the sinusoidal norm, the whole up to ``sqrt(P)``
+  times it.
 
 Choices the paper leaves open, made here:
 
@@ -24,13 +45,12 @@ Choices the paper leaves open, made here:
   to depth, and a decoder needs only the paper's two binary moves, whatever the arity of what it
   generates. The price: a child's index becomes depth (the 5th child is 5 steps below its
   parent's first child), so in flat nodes the ancestors leave the window of ``k`` steps sooner.
-- **Scale**: the authors' implementation (microsoft/icecaps) multiplies by
-  ``sqrt((1 - p²) · d_model / 2)``, i.e. also by ``sqrt(d_model / 2)``, the norm of the sinusoidal
-  encodings the tree encodings replace. We follow it: ``w[p, l] = p^l · sqrt((1 - p²) · d / 2)``.
-  ``θ`` is drawn from ``U(0.7, 0.999)`` as there (``p ≈ 0.60 … 0.76``).
-- **Sizes**: ``P`` learned ``p`` (default ``d // (k·n)``, at least 1) give a ``P·k·n`` vector,
-  ordered ``(p, stack position, child)``; a bias-free linear map projects it to ``d`` when
-  ``P·k·n ≠ d``.
+- **Initialisation**: ``θ`` is drawn from ``U(0.7, 0.999)`` (``p ≈ 0.60 … 0.76``); the paper
+  does not print one.
+- **Sizes**: ``P`` learned ``p`` (default ``d // (k·n)``, at least 1) give a ``P·k·n = d_pos``
+  vector, ordered ``(p, stack position, child)``; a bias-free linear map, learned, projects it to
+  ``d`` when ``d_pos ≠ d`` (the paper uses ``d_pos = 2048`` at ``d_model = 256`` without saying
+  how the two meet).
 - **EOS** is the root's right sibling (path ``[NEXT_SIBLING]``): the source is the forest
   [tree, EOS]. It cannot be the zero encoding, which is the root's (the empty stack).
   A one-word sentence has no node: its word is the root.
@@ -52,6 +72,7 @@ from torch import Tensor, nn
 FIRST_CHILD = 0
 NEXT_SIBLING = 1
 DEGREE = 2  # of the LCRS binarisation
+SCALES = ("paper", "authors_code")
 
 
 def tree_items(
@@ -175,18 +196,27 @@ class TreePositionalEncoding(nn.Module):
     """The parameterised tree positional encoding: ``(..., k)`` paths -> ``(..., embed_dim)``.
 
     ``max_depth`` is ``k``; ``degree`` is ``n`` (2 for the LCRS paths of :func:`tree_paths`);
-    ``num_weights`` is the number ``P`` of learned ``p``. The encoding before the projection is
-    ``enc[..., p, l, i] = x[..., l, i] · w[p, l]`` with ``w`` of :meth:`depth_weights`.
+    ``num_weights`` is the number ``P`` of learned ``p``; ``scale`` one of :data:`SCALES`. The
+    encoding before the projection is ``enc[..., p, l, i] = x[..., l, i] · w[p, l]`` with ``w`` of
+    :meth:`depth_weights`.
     """
 
     def __init__(
-        self, embed_dim: int, max_depth: int = 32, degree: int = DEGREE, num_weights: int | None = None
+        self,
+        embed_dim: int,
+        max_depth: int = 32,
+        degree: int = DEGREE,
+        num_weights: int | None = None,
+        scale: str = "paper",
     ):
         super().__init__()
+        if scale not in SCALES:
+            raise ValueError(f"unknown tree positional encoding scale {scale!r}; one of {SCALES}")
         stack_dim = max_depth * degree
         self.embed_dim = embed_dim
         self.max_depth = max_depth
         self.degree = degree
+        self.scale = scale
         self.num_weights = num_weights or max(1, embed_dim // stack_dim)
         self.theta = nn.Parameter(torch.empty(self.num_weights))  # p = tanh(θ)
         encoding_dim = self.num_weights * stack_dim
@@ -201,10 +231,13 @@ class TreePositionalEncoding(nn.Module):
             nn.init.xavier_uniform_(self.projection.weight)
 
     def depth_weights(self) -> Tensor:
-        """``w[p, l] = p^l · sqrt((1 - p²) · d / 2)``, ``(P, k)``. Powers by cumulative product:
-        the gradient of ``p ** 0`` at ``p = 0`` would be NaN."""
+        """``w[p, l] = p^l · sqrt(1 - p²) · sqrt(d)/2`` (section 3.2), or with
+        ``scale="authors_code"`` ``p^l · sqrt((1 - p²) · d/2)``; ``(P, k)``. Powers by cumulative
+        product: the gradient of ``p ** 0`` at ``p = 0`` would be NaN."""
         p = torch.tanh(self.theta).unsqueeze(-1)  # (P, 1)
         powers = torch.cat([torch.ones_like(p), p.expand(-1, self.max_depth - 1).cumprod(dim=-1)], dim=-1)
+        if self.scale == "paper":
+            return powers * torch.sqrt(1 - p.square()) * (self.embed_dim ** 0.5 / 2)
         return powers * torch.sqrt((1 - p.square()) * self.embed_dim / 2)
 
     def forward(self, paths: Tensor) -> Tensor:

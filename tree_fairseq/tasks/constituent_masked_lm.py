@@ -1,14 +1,15 @@
 """The ``constituent_masked_lm`` task: fairseq's ``masked_lm`` task (BERT-style masking) with one
-sentence per sample, to train a constituent-attention encoder alone (the paper's section 4
-trains its encoder as a masked LM) and parse with it.
+sentence per sample, to train a constituent-attention encoder alone (the paper's section 7.2
+trains its encoder as a masked LM) and parse with it. docs/methods.md (section 2) lists the
+paper's settings against this code.
 
 Data: a monolingual data-bin of one sentence per line, as fairseq-preprocess writes it::
 
     fairseq-preprocess --only-source --trainpref train.txt --validpref valid.txt \\
         --destdir data-bin/mono --workers 4
     fairseq-train data-bin/mono --user-dir tree_fairseq --task constituent_masked_lm \\
-        --arch constituent_encoder_lm --criterion masked_lm --optimizer adam --lr 5e-4 \\
-        --max-tokens 4096 --max-update 5000
+        --arch constituent_encoder_lm --criterion masked_lm --optimizer adam --lr 1e-4 \\
+        --adam-betas "(0.9, 0.98)" --max-tokens 4096 --max-update 5000
 
 The text is used as it is (tokenise and lowercase it beforehand as you wish). Every sample is
 one line, ``w_1 … w_k </s>`` (``--sample-break-mode eos``; without the ``<s>`` fairseq's
@@ -75,14 +76,15 @@ class ConstituentMaskedLMTask(MaskedLMTask):
         self,
         model,
         sentences: Sequence[Sequence[str]],
-        min_layer: int = 0,
+        min_layer: int = 3,
         threshold: float = 0.8,
         batch_size: int = 64,
     ) -> list[Tree]:
         """One unlabelled tree per sentence (a list of words, mapped with the task's dictionary,
         unknown words to ``<unk>``), by Algorithm 1 over the link probabilities of every layer
-        of ``model`` (a ``constituent_encoder_lm``). The model is run without dropout and left in
-        the mode it was in."""
+        of ``model`` (a ``constituent_encoder_lm``) from ``min_layer`` (the paper's ``m``, layers
+        numbered from 0; default 3 as the paper's best) up. The model is run without dropout and
+        left in the mode it was in."""
         dictionary = self.source_dictionary
         device = next(model.parameters()).device
         encoded = [

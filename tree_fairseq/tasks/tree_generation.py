@@ -1,6 +1,7 @@
 """The ``tree_generation`` task: fairseq's translation task whose targets are trees linearised by
 :mod:`tree_fairseq.trees.linearize` (symbols ``LABEL(k)`` announcing their number of children,
-leaves plain), e.g. parsing as translation with ``--arch tree_pe_parser_*``.
+leaves plain), e.g. parsing as translation with ``--arch tree_pe_parser_*``; and ``tree_to_tree``,
+the same targets from the source trees of ``tree_translation`` (``--arch tree_pe_tree2tree_*``).
 
 The data-bin is fairseq-preprocess's, the target side one linearised tree per line. Training is
 fairseq's translation task unchanged. Generation only ever emits whole trees: the generator's
@@ -21,6 +22,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from torch import Tensor
 
 from tree_fairseq.models.tree_pe_transformer import symbol_arities
+from tree_fairseq.tasks.tree_translation import TreeTranslationConfig, TreeTranslationTask
 
 
 def allowed_continuations(prefixes: Tensor, arities: Tensor, eos: int, step: int, max_len: int) -> Tensor:
@@ -96,13 +98,25 @@ class TreeSequenceGenerator(SequenceGenerator):
         return super()._generate(sample, prefix_tokens=prefix_tokens, constraints=constraints, bos_token=bos_token)
 
 
+class TreeOutputs:
+    """Generation for a translation task whose targets are linearised trees: fairseq's, through a
+    :class:`TreeSequenceGenerator`. Mix in before the task class."""
+
+    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
+        if seq_gen_cls is not None or getattr(args, "print_alignment", False):
+            raise ValueError(f"{type(self).__name__} builds its own sequence generator (no --print-alignment)")
+        extra_gen_cls_kwargs = {**(extra_gen_cls_kwargs or {}), "arities": symbol_arities(self.target_dictionary)}
+        return super().build_generator(models, args, seq_gen_cls=TreeSequenceGenerator,
+                                       extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs)
+
+
 @dataclass
 class TreeGenerationConfig(TranslationConfig):
     """fairseq's translation options; the targets are linearised trees."""
 
 
 @register_task("tree_generation", dataclass=TreeGenerationConfig)
-class TreeGenerationTask(TranslationTask):
+class TreeGenerationTask(TreeOutputs, TranslationTask):
     cfg: TreeGenerationConfig
 
     def __init__(self, cfg, src_dict, tgt_dict):
@@ -123,9 +137,13 @@ class TreeGenerationTask(TranslationTask):
             kwargs["required_batch_size_multiple"] = 1
         return super().get_batch_iterator(dataset, *args, **kwargs)
 
-    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
-        if seq_gen_cls is not None or getattr(args, "print_alignment", False):
-            raise ValueError("tree_generation builds its own sequence generator (no --print-alignment)")
-        extra_gen_cls_kwargs = {**(extra_gen_cls_kwargs or {}), "arities": symbol_arities(self.target_dictionary)}
-        return super().build_generator(models, args, seq_gen_cls=TreeSequenceGenerator,
-                                       extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs)
+
+@dataclass
+class TreeToTreeConfig(TreeTranslationConfig):
+    """tree_translation's options (a data-bin of tree-fairseq-preprocess); the targets are
+    linearised trees."""
+
+
+@register_task("tree_to_tree", dataclass=TreeToTreeConfig)
+class TreeToTreeTask(TreeOutputs, TreeTranslationTask):
+    cfg: TreeToTreeConfig

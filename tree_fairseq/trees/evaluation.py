@@ -9,18 +9,27 @@ Conventions, made here and stated by every score:
   single-word spans never count and a unary chain counts once;
 - ``drop_trivial=True`` (default) also leaves out the whole-sentence span, which every tree has
   (as Kim et al. 2019 and most unsupervised-parsing work since); ``False`` keeps it;
-- sentence-level F1 is the mean over the sentences with at least one gold bracket (after the
-  above) of each sentence's F1, 0 when no predicted bracket matches; corpus-level F1 is the F1 of
-  the brackets pooled over all sentences;
+- sentence-level F1 is the mean of each sentence's F1 (0 when no predicted bracket matches).
+  By default the mean is over the sentences with at least one gold bracket (after the above).
+  ``every_sentence=True`` is the convention of PRPN and ON-LSTM's evaluation (Shen et al. 2018a,
+  b), which the unsupervised-parsing papers following them report: every sentence counts, and one
+  without gold brackets (one or two words, or a flat gold tree) scores 1 when the prediction has
+  no bracket either and 0 otherwise (recall is taken as 1 there, precision as 1 or 0). Their code
+  adds 1e-8 to the denominators, which moves a score by less than 1e-7; not done here.
+  Corpus-level F1 is the F1 of the brackets pooled over all sentences (the same either way);
 - a predicted tree may be ``None``: a malformed output (of a model that writes trees). It has no
   brackets, so it scores F1 0 and adds no predicted bracket to the corpus totals;
 - by default predicted and gold trees must cover the same number of words (an error otherwise);
   ``same_words=False`` scores a tree over other words as it is, by leaf positions (a model's
   output tree: its brackets past the first wrong word rarely match);
-- punctuation is scored like any word of the trees given; :func:`parse_tree_without_punctuation`
-  reads a PTB tree without it, as unsupervised-parsing work on the PTB usually scores (e.g. PRPN
-  and ON-LSTM): with it, the sentence-final period hangs from the root, so no right-branching
-  bracket but the whole sentence can match.
+- punctuation is scored like any word of the trees given; two readers of PTB trees leave words
+  out first. :func:`parse_tree_of_word_tags` keeps only the words whose part-of-speech tag is one
+  of :data:`WORD_TAGS`, the 36 tags of PRPN and ON-LSTM's whitelist: punctuation, currency
+  (``$``, ``#``) and empty elements go. :func:`parse_tree_without_punctuation` drops the words
+  tagged :data:`PUNCTUATION_TAGS` only (``$`` and ``#`` stay). Either way the sentence-final
+  period no longer hangs from the root, where no right-branching bracket but the whole sentence
+  could match;
+- WSJ-10 is the sentences of at most 10 words after that removal (:func:`short_sentences`).
 """
 
 import random
@@ -33,10 +42,17 @@ from tree_fairseq.trees.tree import Node, Tree, normalize
 RANDOM_LABEL = "X"
 # The PTB part-of-speech tags of punctuation (ON-LSTM's list; ``$`` and ``#`` are kept as words).
 PUNCTUATION_TAGS = frozenset({".", ",", ":", "``", "''", "-LRB-", "-RRB-"})
+# The PTB part-of-speech tags of the words PRPN and ON-LSTM keep (every other word is dropped:
+# punctuation, ``$``, ``#``, ``-NONE-``).
+WORD_TAGS = frozenset({
+    "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR", "JJS", "LS", "MD", "NN", "NNS", "NNP", "NNPS", "PDT",
+    "POS", "PRP", "PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB", "VBD", "VBG", "VBN", "VBP", "VBZ",
+    "WDT", "WP", "WP$", "WRB",
+})
 
 
 class BracketScores(NamedTuple):
-    sentence_f1: float  # mean of per-sentence F1 over the sentences with a gold bracket
+    sentence_f1: float  # mean of per-sentence F1 (over the sentences with a gold bracket, or all)
     corpus_f1: float  # F1 of the brackets pooled over all sentences
     corpus_precision: float
     corpus_recall: float
@@ -67,9 +83,12 @@ def bracket_f1(
     drop_trivial: bool = True,
     labelled: bool = False,
     same_words: bool = True,
+    every_sentence: bool = False,
 ) -> BracketScores:
     """Bracket F1 of ``predicted`` against ``gold`` trees (see the module docstring for the
-    conventions; ``None`` is a malformed prediction)."""
+    conventions; ``None`` is a malformed prediction). ``every_sentence``: the sentence-level
+    mean over every sentence, PRPN / ON-LSTM's convention (default: over the sentences with a
+    gold bracket)."""
     if len(predicted) != len(gold):
         raise ValueError(f"{len(predicted)} predicted trees but {len(gold)} gold trees")
     total_matched = total_predicted = total_gold = 0
@@ -86,6 +105,8 @@ def bracket_f1(
         total_gold += len(gold_spans)
         if gold_spans:
             sentence_scores.append(_f1(matched, len(predicted_spans), len(gold_spans))[2])
+        elif every_sentence:
+            sentence_scores.append(0.0 if predicted_spans else 1.0)
     precision, recall, f1 = _f1(total_matched, total_predicted, total_gold)
     sentence_f1 = sum(sentence_scores) / len(sentence_scores) if sentence_scores else 0.0
     return BracketScores(sentence_f1, f1, precision, recall, len(sentence_scores))
@@ -106,21 +127,40 @@ def random_binary_tree(tokens: Sequence[str], rng: random.Random) -> Tree:
     return Tree(tuple(tokens), tuple(Node(RANDOM_LABEL, start, end) for start, end in spans))
 
 
+def short_sentences(trees: Sequence[Tree], max_words: int = 10) -> list[int]:
+    """The indices of the trees of at most ``max_words`` words: WSJ-10 (Klein and Manning 2002;
+    PRPN, ON-LSTM and Wang et al. 2019 take it from the whole PTB) when ``trees`` are the PTB read
+    without punctuation (:func:`parse_tree_of_word_tags`)."""
+    return [index for index, tree in enumerate(trees) if len(tree.leaves) <= max_words]
+
+
 def parse_tree_without_punctuation(line: str, tags: frozenset[str] = PUNCTUATION_TAGS) -> Tree | None:
     """One line of PTB brackets without the words tagged with one of ``tags`` (and the nodes they
     leave empty), in normal form as :func:`~tree_fairseq.trees.parse_tree` gives; None when no
     word is left."""
-    trees = [tree for tree in (_without_tags(tree, tags) for tree in read_bracketed(line)) if tree is not None]
+    return _parse_keeping(line, lambda tag: tag not in tags)
+
+
+def parse_tree_of_word_tags(line: str, tags: frozenset[str] = WORD_TAGS) -> Tree | None:
+    """One line of PTB brackets with only the words tagged with one of ``tags`` (default PRPN and
+    ON-LSTM's whitelist; the nodes left empty go too), in normal form as
+    :func:`~tree_fairseq.trees.parse_tree` gives; None when no word is left."""
+    return _parse_keeping(line, lambda tag: tag in tags)
+
+
+def _parse_keeping(line: str, keep_tag) -> Tree | None:
+    trees = [tree for tree in (_keeping(tree, keep_tag) for tree in read_bracketed(line)) if tree is not None]
     try:
         return normalize(trees) if trees else None
     except TreeError:  # only traces were left
         return None
 
 
-def _without_tags(tree: RawTree, tags: frozenset[str]) -> RawTree | None:
+def _keeping(tree: RawTree, keep_tag) -> RawTree | None:
+    """``tree`` without its preterminals whose tag ``keep_tag`` rejects (and nodes left empty)."""
     if tree.is_word:
         return tree
-    if tree.label in tags and len(tree.children) == 1 and tree.children[0].is_word:
+    if len(tree.children) == 1 and tree.children[0].is_word and not keep_tag(tree.label):
         return None
-    children = [child for child in (_without_tags(child, tags) for child in tree.children) if child is not None]
+    children = [child for child in (_keeping(child, keep_tag) for child in tree.children) if child is not None]
     return RawTree(tree.label, children) if children else None
