@@ -26,17 +26,16 @@ from helpers import (
     train_and_generate,
 )
 
-from tree_fairseq.models.tree_pe_transformer import (
+from tree_fairseq.models.tree_pe_transformer import TreePEParserModel, TreeSlotPositions, symbol_arities
+from tree_fairseq.modules.tree_positional_encoding import (
+    NEXT_SIBLING,
     PartialTrees,
-    TreePEParserModel,
-    TreeSlotPositions,
     add_symbols,
     next_slot_paths,
     sequence_slot_paths,
     sequence_symbol_paths,
-    symbol_arities,
+    tree_paths,
 )
-from tree_fairseq.modules.tree_positional_encoding import NEXT_SIBLING, tree_paths
 from tree_fairseq.tasks.tree_generation import allowed_continuations
 from tree_fairseq.trees import Node, Tree, TreeError, parse_tree
 from tree_fairseq.trees.linearize import (

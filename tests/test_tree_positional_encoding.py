@@ -10,6 +10,7 @@ import torch
 from fairseq.modules import SinusoidalPositionalEmbedding
 from helpers import pad_batch, random_tree_batch
 
+from tree_fairseq.modules.tree_geometry import tree_parents
 from tree_fairseq.modules.tree_positional_encoding import (
     FIRST_CHILD,
     NEXT_SIBLING,
@@ -18,7 +19,6 @@ from tree_fairseq.modules.tree_positional_encoding import (
     pop_child,
     push_child,
     root_paths,
-    tree_parents,
     tree_paths,
 )
 

@@ -24,13 +24,10 @@ encoding of the symbol each input holds, computed step by step from the partial 
 encoding, and each fed-back output its own position, the slot of the partial tree it filled (the
 first symbol, the root, has the empty path, hence also the zero encoding). The decoder has to infer
 the next position from this history. A symbol past the end of the tree (never generated, see the
-task) sits at the root's right sibling, where the encoder puts EOS. The partial tree is a list of
-*frames*, one per node with children still to come: the path of its next open slot and how many
-slots it has left. A symbol fills the slot of the newest frame (depth first) or the oldest (breadth
-first), which moves on to its next sibling and closes after its last; a node with ``k`` children
-opens a frame at its first child. This is ``O(1)`` tensor operations per step for the whole beam,
-kept in the incremental state and reordered with it. The encoder is fairseq's (sinusoidal
-positions): the source is a sentence. Generation with ``--task tree_generation`` only ever emits
+task) sits at the root's right sibling, where the encoder puts EOS. The partial trees and the
+paths of their slots are the module's (:class:`PartialTrees`, "Generating a tree" there); the
+decoder keeps them in its incremental state and reorders them with the beam. The encoder is
+fairseq's (sinusoidal positions): the source is a sentence. Generation with ``--task tree_generation`` only ever emits
 whole trees (see that task).
 
 Choices the paper leaves open, made here (docs/methods.md, section 3, lists them all):
@@ -50,7 +47,7 @@ Choices the paper leaves open, made here (docs/methods.md, section 3, lists them
 """
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import torch
 from fairseq.data import Dictionary
@@ -67,6 +64,7 @@ from torch import Tensor, nn
 
 from tree_fairseq.models.common import (
     ConfiguredTransformerModel,
+    NodeLabelEmbedding,
     SentenceRowsReorder,
     TreeSourceDecoder,
     TreeSourceTransformerModel,
@@ -74,12 +72,13 @@ from tree_fairseq.models.common import (
 )
 from tree_fairseq.modules.tree_positional_encoding import (
     DEGREE,
-    FIRST_CHILD,
-    NEXT_SIBLING,
     SCALES,
+    PartialTrees,
     TreePositionalEncoding,
-    push_child,
-    root_paths,
+    add_symbols,
+    next_slot_paths,
+    sequence_slot_paths,
+    sequence_symbol_paths,
     tree_paths,
 )
 from tree_fairseq.trees.linearize import TREE_ORDERS, symbol_arity
@@ -133,7 +132,7 @@ def tree_positional_encoding(cfg, embed_dim: int) -> TreePositionalEncoding:
 # Reading a source tree
 
 
-class TreePEEncoder(SentenceRowsReorder, TransformerEncoderBase):
+class TreePEEncoder(NodeLabelEmbedding, SentenceRowsReorder, TransformerEncoderBase):
     """fairseq's transformer encoder over ``[nodes; leaves]`` with tree positional encodings.
 
     Its output is fairseq's encoder dictionary over all items: ``encoder_out`` ``(m + n, B, C)``,
@@ -163,15 +162,11 @@ class TreePEEncoder(SentenceRowsReorder, TransformerEncoderBase):
         node_paths, leaf_paths = tree_paths(
             src_node_spans, leaf_padding_mask, src_node_padding_mask, self.tree_positions.max_depth
         )
-        embedding = self.embed_scale * torch.cat(
-            [self.embed_node_labels(src_node_labels), self.embed_tokens(src_tokens)], dim=1
+        embedding = torch.cat(
+            [self.scaled_node_embedding(src_node_labels), self.embed_scale * self.embed_tokens(src_tokens)], dim=1
         )  # (B, m + n, C)
         x = embedding + self.tree_positions(torch.cat([node_paths, leaf_paths], dim=1)).to(embedding)
-        if self.layernorm_embedding is not None:
-            x = self.layernorm_embedding(x)
-        x = self.dropout_module(x)
-        if self.quant_noise is not None:
-            x = self.quant_noise(x)
+        x = self.embedding_tail(x)
         padding_mask = torch.cat([src_node_padding_mask, leaf_padding_mask], dim=1)  # (B, m + n)
         x = x.masked_fill(padding_mask.unsqueeze(-1), 0).transpose(0, 1)
 
@@ -220,144 +215,6 @@ def symbol_arities(dictionary: Dictionary) -> Tensor:
     arities = torch.tensor([symbol_arity(symbol) for symbol in dictionary.symbols], dtype=torch.long)
     arities[[dictionary.bos(), dictionary.eos(), dictionary.pad()]] = -1
     return arities
-
-
-class PartialTrees(NamedTuple):
-    """A batch of partial trees, as the frames of their nodes with children still to come (see
-    the module docstring). Frames ``first .. end - 1`` of each row are live."""
-
-    paths: Tensor  # (B, F, k) long: the path of each frame's next open slot
-    remaining: Tensor  # (B, F) long: open slots left in each frame
-    first: Tensor  # (B,) long
-    end: Tensor  # (B,) long
-
-    @classmethod
-    def empty(cls, batch_size: int, max_depth: int, device=None) -> "PartialTrees":
-        """No symbol yet: one frame with one slot, the root."""
-        zeros = torch.zeros(batch_size, dtype=torch.long, device=device)
-        return cls(root_paths(batch_size, 1, max_depth=max_depth, device=device),
-                   torch.ones(batch_size, 1, dtype=torch.long, device=device), zeros, zeros + 1)
-
-    def index_select(self, order: Tensor) -> "PartialTrees":
-        return PartialTrees(*(x.index_select(0, order) for x in self))
-
-
-def current_frame(trees: PartialTrees, breadth_first: bool) -> Tensor:
-    """``(B,)``: the frame whose slot the next symbol fills (a valid index even where no frame is
-    live, i.e. the tree is complete)."""
-    frame = trees.first if breadth_first else trees.end - 1
-    return frame.clamp(min=0, max=trees.paths.size(1) - 1)
-
-
-def next_slot_paths(trees: PartialTrees, breadth_first: bool) -> Tensor:
-    """``(B, k)``: the path of the slot the next symbol fills; once the tree is complete (no live
-    frame), the root's right sibling, EOS's position."""
-    rows = torch.arange(trees.paths.size(0), device=trees.paths.device)
-    slot = trees.paths[rows, current_frame(trees, breadth_first)]
-    after_root = push_child(torch.full_like(slot, -1), NEXT_SIBLING)
-    return torch.where((trees.first < trees.end).unsqueeze(-1), slot, after_root)
-
-
-def add_symbols(trees: PartialTrees, arity: Tensor, breadth_first: bool) -> PartialTrees:
-    """The partial trees after one more symbol per row, of ``arity`` ``(B,)`` children; rows
-    with ``arity < 0`` (BOS, EOS, padding) or with a complete tree are unchanged."""
-    paths, remaining, first, end = trees
-    rows = torch.arange(paths.size(0), device=paths.device)
-    filled = (arity >= 0) & (first < end)
-    frame = current_frame(trees, breadth_first)
-    slot = paths[rows, frame]  # (B, k): the path of the symbol added
-    left = remaining[rows, frame] - 1
-    paths, remaining = paths.clone(), remaining.clone()
-    paths[rows, frame] = torch.where(filled.unsqueeze(-1), push_child(slot, NEXT_SIBLING), slot)
-    remaining[rows, frame] = torch.where(filled, left, remaining[rows, frame])
-    closed = (filled & (left == 0)).long()
-    first, end = (first + closed, end) if breadth_first else (first, end - closed)
-
-    opens = filled & (arity > 0)
-    if bool((end >= paths.size(1)).any()):  # room for one more frame per row
-        paths = torch.cat([paths, torch.full_like(paths, -1)], dim=1)
-        remaining = torch.cat([remaining, torch.zeros_like(remaining)], dim=1)
-    paths[rows, end] = torch.where(opens.unsqueeze(-1), push_child(slot, FIRST_CHILD), paths[rows, end])
-    remaining[rows, end] = torch.where(opens, arity, remaining[rows, end])
-    return PartialTrees(paths, remaining, first, end + opens.long())
-
-
-def sequence_slot_paths(arity: Tensor, breadth_first: bool, max_depth: int) -> Tensor:
-    """What :func:`add_symbols` and :func:`next_slot_paths` give step by step, for whole
-    sequences at once: arity ``(B, T)`` (``-1`` for BOS, EOS, padding) -> the path ``(B, T, k)``
-    of the slot the next symbol fills after each step. For training, where the whole target is
-    known: ``O(k)`` gathers and ``(B, T + 1, T)`` masks instead of ``T`` sequential steps.
-
-    Query ``i`` is the state after the first ``i`` tokens (``i = 0``: the root slot). A symbol
-    is *live* if it comes before the tree is complete; ``open[i]`` counts the open slots. The
-    slot of query ``i`` was opened by the latest live node ``j < i`` whose slots include it:
-    depth first, node ``j`` pushes its ``a_j`` slots on a stack of ``open[j] − 1``, so slot
-    ``open[i]`` (counting from the bottom) is node ``j``'s child ``open[j] + a_j − 1 − open[i]``;
-    breadth first, slots are filled in the order they are opened, node ``j`` opening numbers
-    ``S_j .. S_j + a_j − 1`` with ``S_j = 1 + Σ_{i<j} a_i``, and query ``i`` fills slot number
-    (live symbols before ``i``). A first child is ``FIRST_CHILD`` below its node's slot, a later
-    child ``NEXT_SIBLING`` after its previous sibling's (the latest live symbol of the same node);
-    the path is then read by following these links ``k`` times, as :func:`tree_paths` does.
-    """
-    batch_size, length = arity.shape
-    device = arity.device
-    delta = torch.where(arity >= 0, arity - 1, 0)
-    open_after = 1 + delta.cumsum(-1)  # exact until the tree is complete
-    done_after = ((open_after == 0) & (arity >= 0)).long().cummax(-1).values.bool()
-    done_before = torch.cat([done_after.new_zeros(batch_size, 1), done_after[:, :-1]], dim=1)
-    live = (arity >= 0) & ~done_before  # (B, T)
-    open_before = open_after - delta
-    # per query i = 0 .. T: open slots, and whether the tree is complete
-    open_slots = torch.cat([open_before[:, :1], open_after.masked_fill(done_after, 0)], dim=1)  # (B, Q)
-    complete = torch.cat([done_before[:, :1], done_after], dim=1)
-
-    node = live & (arity > 0)  # (B, T) symbols that open slots
-    earlier = torch.ones(length + 1, length, dtype=torch.bool, device=device).tril(-1)  # [i, j]: j < i
-    if breadth_first:
-        filled = torch.cat([live.new_zeros(batch_size, 1), live], dim=1).long().cumsum(-1)  # (B, Q) slot numbers
-        first_slot = 1 + torch.cat([arity.new_zeros(batch_size, 1), (arity.clamp(min=0) * live).cumsum(-1)[:, :-1]],
-                                   dim=1)  # (B, T): S_j
-        opened_by = ((first_slot.unsqueeze(1) <= filled.unsqueeze(2))
-                     & (filled.unsqueeze(2) < (first_slot + arity).unsqueeze(1)))  # (B, Q, T)
-        child_index = filled.unsqueeze(2) - first_slot.unsqueeze(1)
-    else:
-        opened_by = ((open_before.unsqueeze(1) <= open_slots.unsqueeze(2))
-                     & (open_slots.unsqueeze(2) <= (open_before + arity - 1).unsqueeze(1)))
-        child_index = (open_before + arity - 1).unsqueeze(1) - open_slots.unsqueeze(2)
-    opened_by = opened_by & node.unsqueeze(1) & earlier & ~complete.unsqueeze(2)
-    column = torch.arange(length, device=device)
-    parent = torch.where(opened_by, column, -1).amax(-1)  # (B, Q): the node j, -1 for the root slot or done
-    index = child_index.gather(2, parent.clamp(min=0).unsqueeze(2)).squeeze(2)
-    # the previous sibling: the latest live symbol before i whose own slot (query t) has the same node
-    sibling_of = (parent[:, :-1].unsqueeze(1) == parent.unsqueeze(2)) & live.unsqueeze(1) & earlier  # (B, Q, T)
-    previous = torch.where(sibling_of, column, -1).amax(-1)
-
-    has_parent = parent >= 0
-    step = torch.full_like(parent, -1)
-    step[has_parent & (index == 0)] = FIRST_CHILD
-    step[has_parent & (index > 0)] = NEXT_SIBLING
-    step[complete] = NEXT_SIBLING  # EOS: the root's right sibling
-    # links to queries: symbol t's slot is query t
-    link = torch.where(index == 0, parent, previous).masked_fill(~has_parent, -1).masked_fill(complete, 0)
-    current = torch.arange(length + 1, device=device).expand(batch_size, -1)
-    paths = []
-    for _ in range(max_depth):
-        on_path = current >= 0
-        position = current.clamp(min=0)
-        paths.append(step.gather(1, position).masked_fill(~on_path, -1))
-        current = link.gather(1, position).masked_fill(~on_path, -1)
-    return torch.stack(paths, dim=-1)[:, 1:]
-
-
-def sequence_symbol_paths(arity: Tensor, breadth_first: bool, max_depth: int) -> Tensor:
-    """The position of the symbol each input holds (the paper's section 4), for whole sequences:
-    arity ``(B, T)`` (``-1`` for BOS, EOS, padding) -> ``(B, T, k)``. A symbol sits at the slot
-    the partial tree before it had open (:func:`sequence_slot_paths` one step earlier, the root
-    slot first); BOS, EOS and padding at the empty path, whose encoding is zero."""
-    slots = sequence_slot_paths(arity, breadth_first, max_depth)  # (B, T, k): after each input
-    before = torch.cat([root_paths(arity.size(0), 1, max_depth=max_depth, device=arity.device),
-                        slots[:, :-1]], dim=1)
-    return before.masked_fill((arity < 0).unsqueeze(-1), -1)
 
 
 class TreeSlotPositions(FairseqIncrementalState, nn.Module):
