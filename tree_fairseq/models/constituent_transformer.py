@@ -65,7 +65,12 @@ from fairseq.models.transformer.transformer_legacy import (
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor, nn
 
-from tree_fairseq.models.common import SentenceRowsReorder, TextSourceTransformerModel, tiny_defaults
+from tree_fairseq.models.common import (
+    FeedForwardBlock,
+    SentenceRowsReorder,
+    TextSourceTransformerModel,
+    tiny_defaults,
+)
 from tree_fairseq.modules.constituent_attention import (
     NEIGHBOUR_SCORE_DIVISORS,
     ConstituentAttention,
@@ -90,7 +95,7 @@ class ConstituentTransformerConfig(TransformerConfig):
     )
 
 
-class ConstituentTransformerEncoderLayer(TransformerEncoderLayerBase):
+class ConstituentTransformerEncoderLayer(FeedForwardBlock, TransformerEncoderLayerBase):
     """fairseq's encoder layer with constituent attention: self-attention scaled by the prior of
     this layer's Constituent Attention module (section 3)."""
 
@@ -120,15 +125,7 @@ class ConstituentTransformerEncoderLayer(TransformerEncoderLayerBase):
         x = self.residual_connection(self.dropout_module(x), residual)
         if not self.normalize_before:
             x = self.self_attn_layer_norm(x)
-
-        residual = x
-        if self.normalize_before:
-            x = self.final_layer_norm(x)
-        x = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(x))))
-        x = self.residual_connection(self.dropout_module(x), residual)
-        if not self.normalize_before:
-            x = self.final_layer_norm(x)
-        return x, links
+        return self.forward_feed_forward(x), links
 
 
 class ConstituentTransformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
