@@ -27,6 +27,7 @@ setup(
         "console_scripts": [
             "tree-fairseq-parse=tree_fairseq.cli.parse:main",
             "tree-fairseq-preprocess=tree_fairseq.cli.preprocess:main",
+            "tree-fairseq-synthetic=tree_fairseq.synthetic:main",
         ],
     },
 )
