@@ -103,7 +103,7 @@ def test_ceiling_of_the_default_benchmark_matches_a_sample():
     ceiling = synthetic.tree_blind_ceiling(config, test, lexicon)
     # the best blind guess is right on as many test sentences as the exact value predicts
     assert abs(ceiling.test_sampled - ceiling.test_lengths) < 4 * math.sqrt(ceiling.test_lengths / len(test))
-    assert ceiling.expected < 0.08  # and that is little: the source words alone leave the order open
+    assert ceiling.expected < 0.25  # the source words alone leave the order open
     # a blind predictor sees a sentence's words only through which words they are, drawn
     # independently of the tree: the most frequent target order per length is the monotone one
     counts = defaultdict(Counter)

@@ -55,14 +55,14 @@ _VOWELS = "aeiou"
 
 @dataclass(frozen=True)
 class BenchmarkConfig:
-    vocab_size: int = 24
-    min_len: int = 5
-    max_len: int = 10
+    vocab_size: int = 16
+    min_len: int = 3
+    max_len: int = 6
     max_children: int = 3
     p_inv: float = 0.5
-    train: int = 10000
-    valid: int = 500
-    test: int = 1000
+    train: int = 4000
+    valid: int = 200
+    test: int = 500
     seed: int = 1
 
     def check(self) -> None:
