@@ -187,7 +187,7 @@ def table(results: list[dict], runs: list[str], seeds: list[int], ceiling: dict)
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--work", required=True, type=Path, help="benchmark data, runs and results")
+    parser.add_argument("--work", type=Path, help="benchmark data, runs and results")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds (default 1 2 3)")
     parser.add_argument("--updates", type=int, default=800, help="updates per model (default %(default)s)")
     parser.add_argument("--minutes", type=float, default=0,
@@ -204,6 +204,8 @@ def main(argv=None) -> None:
     if args.list:
         print("\n".join(RUNS))
         return
+    if args.work is None:
+        parser.error("--work is required")
     for name in args.runs:
         run_spec(name)
     data = args.work / "data"
