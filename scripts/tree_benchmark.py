@@ -99,7 +99,8 @@ def translate(data: Path, name: str, checkpoint: Path, max_len: int) -> dict:
     out = subprocess.run(
         [sys.executable, "-m", "fairseq_cli.generate", str(data / "data-bin" / kind), "--user-dir", USER_DIR,
          "--task", task, "--path", str(checkpoint), "--gen-subset", "test", "--beam", "1",
-         "--batch-size", "256", "--max-len-a", "0", "--max-len-b", str(2 * max_len + 2), "--cpu",
+         "--batch-size", "256", "--required-batch-size-multiple", "1", "--max-len-a", "0",
+         "--max-len-b", str(2 * max_len + 2), "--cpu",
          "--num-workers", "0"],
         env=_env(), capture_output=True, text=True)
     if out.returncode:

@@ -42,11 +42,14 @@ def exact_match(databin, checkpoint):
     run = subprocess.run([
         sys.executable, "-m", "fairseq_cli.generate", str(databin), "--user-dir", USER_DIR,
         "--task", "tree_translation", "--path", str(checkpoint), "--gen-subset", "test", "--beam", "1",
-        "--batch-size", "200", "--max-len-a", "0", "--max-len-b", str(2 * CONFIG.max_len + 2), "--cpu",
+        "--batch-size", "200", "--required-batch-size-multiple", "1", "--max-len-a", "0",
+        "--max-len-b", str(2 * CONFIG.max_len + 2), "--cpu",
         "--num-workers", "0",
     ], env=subprocess_env(), capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
-    return synthetic.score_translations(run.stdout)["exact_match"]
+    scores = synthetic.score_translations(run.stdout)
+    assert scores["sentences"] == CONFIG.test
+    return scores["exact_match"]
 
 
 @pytest.fixture(scope="module")
