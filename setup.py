@@ -30,6 +30,7 @@ setup(
             "tree-fairseq-score=tree_fairseq.cli.score:main",
             "tree-fairseq-config-args=tree_fairseq.cli.config_args:main",
             "tree-fairseq-average-checkpoints=tree_fairseq.cli.average_checkpoints:main",
+            "tree-fairseq-synthetic=tree_fairseq.synthetic:main",
         ],
     },
 )

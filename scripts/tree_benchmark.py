@@ -1,0 +1,240 @@
+"""Does a model use its source tree? Exact match and sacreBLEU on the tree-dependent benchmark
+(``tree-fairseq-synthetic``: targets ordered by STR/INV source trees), every model with the same
+small configuration and update budget, against the best exact match a model can reach without
+the tree (the tree-blind ceiling, exact).
+
+    python scripts/tree_benchmark.py --work WORK [--seeds 1 2 3] [--updates 800] [--runs NAME ...]
+        [--curve] [--jobs N] [--table docs/tree_benchmark.md]
+
+Runs (``--runs``; all by default, ``--list`` prints them):
+
+    tree_transformer/{gold,balanced,left,right}     tree_translation on each tree kind
+    tree_transformer/gold/--no-hier-embed, .../--no-subtree-mask, .../--no-tree-cross-attention
+    tree_pe_transformer/{gold,balanced}, tree_composition_transformer/{gold,balanced}
+    constituent_transformer/text, treeformer/text, transformer/text   translation, text alone
+
+Every model: 64 / ffn 128 / 4 heads, 2 + 2 layers, shared decoder input/output embeddings, no
+dropout, Adam (0.9, 0.98), lr 5e-3, inverse sqrt with 100 warmup updates, cross-entropy, batches
+of 1024 tokens (leaves + nodes for tree inputs), UPDATES updates, one CPU thread; the last
+checkpoint translates the test split greedily (beam 1, at most 2n + 2 tokens). ``--curve`` also
+keeps a checkpoint every ``--curve-every`` updates for the tree transformer on gold and balanced
+trees and scores each (exact match vs updates). WORK/data is the benchmark (made once, with
+``--data-seed`` and its default size), WORK/runs/NAME/seedS holds each run; a finished run is not
+redone, so an interrupted command continues where it stopped. The table (mean and standard
+deviation over the seeds that finished; missing cells say so) is printed and, with ``--table``,
+written as Markdown.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tree_fairseq.synthetic import get_parser as benchmark_parser  # noqa: E402
+from tree_fairseq.synthetic import make, score_translations  # noqa: E402
+
+USER_DIR = str(ROOT / "tree_fairseq")
+ARCHS = {  # family -> the architecture whose defaults the flags below override
+    "tree_transformer": "tree_transformer_tiny",
+    "tree_pe_transformer": "tree_pe_transformer_tiny",
+    "tree_composition_transformer": "tree_composition_transformer_tiny",
+    "constituent_transformer": "constituent_transformer_tiny",
+    "treeformer": "treeformer_tiny",
+    "transformer": "transformer",
+}
+RUNS = [
+    "tree_transformer/gold", "tree_transformer/balanced", "tree_transformer/left", "tree_transformer/right",
+    "tree_transformer/gold/--no-hier-embed", "tree_transformer/gold/--no-subtree-mask",
+    "tree_transformer/gold/--no-tree-cross-attention",
+    "tree_pe_transformer/gold", "tree_pe_transformer/balanced",
+    "tree_composition_transformer/gold", "tree_composition_transformer/balanced",
+    "constituent_transformer/text", "treeformer/text", "transformer/text",
+]
+CURVE_RUNS = ["tree_transformer/gold", "tree_transformer/balanced"]
+MODEL_FLAGS = [
+    "--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128", "--encoder-attention-heads", "4",
+    "--encoder-layers", "2", "--decoder-embed-dim", "64", "--decoder-ffn-embed-dim", "128",
+    "--decoder-attention-heads", "4", "--decoder-layers", "2", "--share-decoder-input-output-embed",
+    "--dropout", "0.0",
+]
+OPTIM_FLAGS = [
+    "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "5e-3", "--lr-scheduler", "inverse_sqrt",
+    "--warmup-updates", "100", "--criterion", "cross_entropy", "--max-tokens", "1024",
+]
+
+
+def run_spec(name: str):
+    """``(arch, task, data-bin kind, extra flags)`` of a run name ``family/kind[/--flag]``."""
+    family, kind, *flags = name.split("/")
+    if family not in ARCHS:
+        raise ValueError(f"unknown model family in run {name!r}; one of {sorted(ARCHS)}")
+    task = "translation" if kind == "text" else "tree_translation"
+    return ARCHS[family], task, kind, flags
+
+
+def train_flags(data: Path, name: str, seed: int, updates: int, save_dir: Path, curve_every: int = 0,
+                minutes: float = 0) -> list:
+    arch, task, kind, flags = run_spec(name)
+    extra = ["--save-interval-updates", str(curve_every), "--keep-interval-updates", "-1"] if curve_every else []
+    if minutes:
+        extra += ["--stop-time-hours", str(minutes / 60)]
+    return [str(data / "data-bin" / kind), "--user-dir", USER_DIR, "--task", task, "--arch", arch,
+            *MODEL_FLAGS, *OPTIM_FLAGS, *flags, "--max-update", str(updates), "--seed", str(seed),
+            "--save-dir", str(save_dir), "--no-epoch-checkpoints", "--no-save-optimizer-state",
+            "--disable-validation", "--log-format", "simple", "--log-interval", "100", "--cpu",
+            "--num-workers", "0", *extra]
+
+
+def translate(data: Path, name: str, checkpoint: Path, max_len: int) -> dict:
+    _, task, kind, _ = run_spec(name)
+    out = subprocess.run(
+        [sys.executable, "-m", "fairseq_cli.generate", str(data / "data-bin" / kind), "--user-dir", USER_DIR,
+         "--task", task, "--path", str(checkpoint), "--gen-subset", "test", "--beam", "1",
+         "--batch-size", "256", "--required-batch-size-multiple", "1", "--max-len-a", "0",
+         "--max-len-b", str(2 * max_len + 2), "--cpu",
+         "--num-workers", "0"],
+        env=_env(), capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"fairseq-generate failed on {checkpoint}:\n{out.stderr[-2000:]}")
+    return score_translations(out.stdout)
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def budget(updates: int, minutes: float) -> str:
+    return f"{minutes:g}min" if minutes else f"{updates}updates"
+
+
+def run_one(data: Path, work: Path, name: str, seed: int, updates: int, max_len: int, curve_every: int,
+            minutes: float = 0) -> dict:
+    run_dir = work / "runs" / budget(updates, minutes) / name.replace("/--", "/") / f"seed{seed}"
+    result_path = run_dir / "result.json"
+    if result_path.exists():
+        return json.loads(result_path.read_text())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    with open(run_dir / "train.log", "a") as log:
+        train = subprocess.run([sys.executable, "-m", "fairseq_cli.train",
+                                *train_flags(data, name, seed, updates, run_dir, curve_every, minutes)],
+                               env=_env(), stdout=log, stderr=subprocess.STDOUT)
+    log_text = (run_dir / "train.log").read_text()
+    # On a loaded machine fairseq-train has aborted at interpreter exit ("terminate called without an
+    # active exception") after finishing and writing its last checkpoint: that run is complete.
+    finished = "done training" in log_text and (run_dir / "checkpoint_last.pt").exists()
+    if train.returncode and not finished:
+        raise RuntimeError(f"{name} seed {seed}: fairseq-train failed (see {run_dir / 'train.log'})")
+    done = re.findall(r"num_updates[= ](\d+)", log_text)
+    result = {"run": name, "seed": seed, "budget": budget(updates, minutes),
+              "updates": int(done[-1]) if done else updates, "train_seconds": round(time.time() - start),
+              **translate(data, name, run_dir / "checkpoint_last.pt", max_len)}
+    if curve_every:
+        result["curve"] = {}
+        for step in range(curve_every, result["updates"], curve_every):
+            matches = list(run_dir.glob(f"checkpoint_*_{step}.pt"))
+            if matches:
+                checkpoint = matches[0]
+                result["curve"][step] = translate(data, name, checkpoint, max_len)["exact_match"]
+        result["curve"][result["updates"]] = result["exact_match"]
+        for checkpoint in run_dir.glob("checkpoint_*_*.pt"):
+            checkpoint.unlink()
+    result_path.write_text(json.dumps(result, indent=1))
+    print(f"[{time.strftime('%H:%M:%S')}] {name} seed {seed}: exact match {result['exact_match']:.1f}%, "
+          f"BLEU {result['bleu']:.1f} ({result['train_seconds']} s)", flush=True)
+    return result
+
+
+def _mean_std(values):
+    if not values:
+        return "missing"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def table(results: list[dict], runs: list[str], seeds: list[int], ceiling: dict) -> str:
+    lines = [
+        "| run (model / source trees / option) | task | seeds done | updates | exact match % | sacreBLEU |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in runs:
+        done = [r for r in results if r["run"] == name]
+        _, task, _, _ = run_spec(name)
+        updates = "/".join(sorted({str(r["updates"]) for r in done})) or "-"
+        lines.append(f"| {name} | {task} | {len(done)}/{len(seeds)} | {updates} | "
+                     f"{_mean_std([r['exact_match'] for r in done])} | {_mean_std([r['bleu'] for r in done])} |")
+    lines.append(f"| tree-blind ceiling (exact: the best any model without the tree can do) | | | | "
+                 f"{100 * ceiling['test_lengths']:.1f} | |")
+    curves = [r for r in results if r.get("curve")]
+    if curves:
+        steps = sorted({int(s) for r in curves for s in r["curve"]})
+        lines += ["", "Exact match (%) on the test split against updates:", "",
+                  "| run | seed | " + " | ".join(map(str, steps)) + " |",
+                  "|---|---|" + "---|" * len(steps)]
+        for r in sorted(curves, key=lambda r: (r["run"], r["seed"])):
+            cells = [f"{r['curve'].get(str(s), r['curve'].get(s, float('nan'))):.1f}" for s in steps]
+            lines.append(f"| {r['run']} | {r['seed']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--work", type=Path, help="benchmark data, runs and results")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds (default 1 2 3)")
+    parser.add_argument("--updates", type=int, default=800, help="updates per model (default %(default)s)")
+    parser.add_argument("--minutes", type=float, default=0,
+                        help="train each model this many minutes instead of --updates updates")
+    parser.add_argument("--runs", nargs="+", default=RUNS, metavar="NAME", help="runs (default: all; --list)")
+    parser.add_argument("--list", action="store_true", help="print the run names and exit")
+    parser.add_argument("--curve", action="store_true",
+                        help="learning curve of the tree transformer on gold and balanced trees")
+    parser.add_argument("--curve-every", type=int, default=200, help="updates between curve points")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once, one thread each (default 1)")
+    parser.add_argument("--data-seed", type=int, default=1, help="seed of the benchmark data (default 1)")
+    parser.add_argument("--table", type=Path, help="also write the table (Markdown) to this file")
+    args = parser.parse_args(argv)
+    if args.list:
+        print("\n".join(RUNS))
+        return
+    if args.work is None:
+        parser.error("--work is required")
+    for name in args.runs:
+        run_spec(name)
+    data = args.work / "data"
+    if not (data / "benchmark.json").exists():
+        make(benchmark_parser().parse_args(["--out", str(data), "--seed", str(args.data_seed)]))
+    summary = json.loads((data / "benchmark.json").read_text())
+    max_len = summary["config"]["max_len"]
+    jobs = [(name, seed) for seed in args.seeds for name in args.runs]
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futures = {pool.submit(run_one, data, args.work, name, seed, args.updates, max_len,
+                               args.curve_every if args.curve and name in CURVE_RUNS else 0, args.minutes): (name, seed)
+                   for name, seed in jobs}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                results.append(future.result())
+            except RuntimeError as error:
+                print(f"FAILED: {error}", file=sys.stderr, flush=True)
+    text = table(results, args.runs, args.seeds, summary["tree_blind_ceiling"])
+    print(f"\nbenchmark: {json.dumps(summary['config'])}\n"
+          f"budget per model: {budget(args.updates, args.minutes)}\n\n{text}")
+    if args.table:
+        args.table.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
