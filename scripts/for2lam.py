@@ -46,7 +46,8 @@ to each command for the second column)::
 
 A learning check at a small budget, not the paper's numbers: the tree model is ahead of the
 sequence model on the same budget in both orders and both seeds, and every one of its outputs is a
-tree, where more than half of the transformer's are not (symbols after the tree is complete, or slots left open).
+tree, where more than half of the transformer's are not (typically symbols after the tree is
+complete: a repeated subtree).
 """
 
 import argparse
