@@ -21,7 +21,8 @@ sizes, optimiser and budget, a plain sequence model that may emit symbols that a
    below, Adam, inverse square root schedule, label smoothing 0.1, ``--updates`` updates of
    ``--batch-size`` programs; the last checkpoint is evaluated.
 3. **Generation**: fairseq-generate on the test split, beam ``--beam``, at most ``2·n + 10``
-   symbols for a program of ``n`` tokens (transformer: ``n`` symbols of its linearised tree); ``--task tree_to_tree`` only ever emits whole trees.
+   symbols for a program of ``n`` tokens (transformer: ``n`` symbols of its linearised tree);
+   ``--task tree_to_tree`` only ever emits whole trees.
 
 Example (CPU, one thread)::
 
@@ -134,7 +135,8 @@ def main(argv=None):
     text.mkdir(parents=True, exist_ok=True)
     write_data(a, text)
     tree2tree = a.system == "tree2tree"
-    preprocess, source = ("tree_fairseq.cli.preprocess", "for") if tree2tree else ("fairseq_cli.preprocess", "lfor")
+    preprocess, source = (("tree_fairseq.cli.preprocess", "for") if tree2tree
+                          else ("fairseq_cli.preprocess", "lfor"))
     run([preprocess, "--source-lang", source, "--target-lang", "lam",
          *(arg for split in ("train", "valid", "test") for arg in (f"--{split}pref", str(text / split))),
          "--destdir", str(databin), "--workers", "1"], a, workdir / "preprocess.log")
@@ -145,8 +147,8 @@ def main(argv=None):
             "--encoder-layers", a.layers, "--decoder-layers", a.layers]
     common = [str(databin), "--user-dir", USER_DIR, "--cpu", "--num-workers", "0",
               *(["--task", "tree_to_tree"] if tree2tree else ["--task", "translation"])]
-    model = (["--arch", "tree_pe_tree2tree", "--tree-order", a.order, "--tree-pe-decoder-positions", a.decoder_positions]
-             if tree2tree else ["--arch", "transformer"])
+    model = (["--arch", "tree_pe_tree2tree", "--tree-order", a.order,
+              "--tree-pe-decoder-positions", a.decoder_positions] if tree2tree else ["--arch", "transformer"])
     run(["fairseq_cli.train", *common, *model, *map(str, dims), "--share-decoder-input-output-embed", "--dropout", "0.1",
          "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "10.0",
          "--lr", str(a.lr), "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(max(1, a.updates // 10)),
