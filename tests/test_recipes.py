@@ -3,6 +3,7 @@ scripts/, the download error when offline, scoring against sacrebleu's and rouge
 command lines, the YAML configs as fairseq-train flags, and the data-prep text helpers."""
 
 import csv
+import importlib.util
 import json
 import os
 import re
@@ -31,7 +32,7 @@ RECIPES = {
 }
 SCRIPTS = ["train.sh", "generate.sh", "average_checkpoints.sh", "quickstart.sh",
            "attention_mass.py", "draw_tree_attention.py", "compare_bleu.sh",
-           "benchmark_speed.py"]
+           "benchmark_speed.py", "for2lam.py"]
 
 
 def run(command, cwd=None, env=None):
@@ -424,6 +425,35 @@ def test_average_checkpoints_picks_the_last_n(tmp_path):
         str(tmp_path / "checkpoint2.pt"), str(tmp_path / "checkpoint1.pt")]
     assert average_checkpoints.last_checkpoints(str(tmp_path), 2, by_update=True) == [
         str(tmp_path / "checkpoint_3_1100.pt"), str(tmp_path / "checkpoint_3_1000.pt")]
+
+
+# scripts/for2lam.py: the sequence baseline's data
+
+
+@pytest.mark.parametrize("order", ["depth_first", "breadth_first"])
+def test_for2lam_writes_the_linearised_source(tmp_path, order):
+    from tree_fairseq.trees.for2lam import for2lam_pairs
+    from tree_fairseq.trees.linearize import delinearize, linearize
+
+    spec = importlib.util.spec_from_file_location("for2lam_script", ROOT / "scripts" / "for2lam.py")
+    for2lam = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(for2lam)
+    assert for2lam.parse_args([]).system == "tree2tree"
+    a = for2lam.parse_args(["--system", "transformer", "--order", order, "--train", "6", "--test", "4"])
+    for2lam.write_data(a, tmp_path)
+    train = (tmp_path / "train.lfor").read_text().splitlines()
+    assert train == [" ".join(linearize(source, order)) for source, _ in for2lam_pairs(1, 6)]
+    for split in ("train", "valid", "test"):
+        programs = (tmp_path / f"{split}.for").read_text().splitlines()
+        sources = (tmp_path / f"{split}.lfor").read_text().splitlines()
+        targets = (tmp_path / f"{split}.lam").read_text().splitlines()
+        assert len(sources) == len(programs) == len(targets) > 0
+        for program, source in zip(programs, sources):
+            # the program's tokens in order, with the For tree's nodes as LABEL(k) among them
+            assert len(source.split()) > len(program.split())
+            assert list(delinearize(source.split(), order).leaves) == program.split()
+    result = run([sys.executable, ROOT / "scripts" / "for2lam.py", "--system", "rnn"])
+    assert result.returncode != 0 and "invalid choice: 'rnn'" in result.stderr
 
 
 # data-prep helpers
