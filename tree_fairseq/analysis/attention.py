@@ -66,8 +66,8 @@ def recording(model):
     at every forward pass.
 
     A forward hook on each layer's cross-attention takes the call's query and source rows and
-    recomputes the head-averaged weights over ``[nodes; leaves]`` (the module itself hands fairseq
-    the weights on the leaves only); the model's outputs are untouched."""
+    recomputes the head-averaged weights over ``[nodes; leaves]`` (the decoder hands fairseq the
+    weights on the leaves only); the model's outputs are untouched."""
     modules = cross_attentions(model)
     records: list[list[tuple[torch.Tensor, int]]] = [[] for _ in modules]
 
