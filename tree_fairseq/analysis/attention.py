@@ -65,27 +65,34 @@ def recording(model):
     """Within the block, ``records[l]`` collects ``(weights (B, T, m + n), m)`` of decoder layer ``l``
     at every forward pass.
 
-    A forward hook on each layer's cross-attention takes the call's query and source rows and
-    recomputes the head-averaged weights over ``[nodes; leaves]`` (the decoder hands fairseq the
-    weights on the leaves only); the model's outputs are untouched."""
+    A forward pre-hook on each layer's cross-attention asks it for its head-averaged weights over
+    ``[nodes; leaves]`` (which it computes anyway on the way to the decoder's alignment columns); a
+    forward hook keeps them and, where the decoder had not asked for weights, hands it none, as
+    without the hooks."""
     modules = cross_attentions(model)
     records: list[list[tuple[torch.Tensor, int]]] = [[] for _ in modules]
+    asked: list[bool] = [False] * len(modules)
+
+    def ask_for_weights(layer):
+        def pre_hook(module, args, kwargs):
+            asked[layer] = bool(kwargs.get("need_weights") or kwargs.get("need_head_weights"))
+            return args, {**kwargs, "need_weights": True}
+        return pre_hook
 
     def recorder(layer):
         def hook(module, args, kwargs, output):
-            query = kwargs["query"] if "query" in kwargs else args[0]  # (T, B, C)
+            out, weights = output
             key = kwargs["key"] if "key" in kwargs else args[1]  # TreeSourceRows
-            source = key.source
-            memory = module.tree_memory(source.leaves, source.nodes, source.structure)
-            if key.rows is not None:
-                memory = memory.index_select(key.rows)
-            with torch.no_grad():
-                _, weights = module.attend(query.transpose(0, 1), memory, need_weights=True)
-            records[layer].append((weights.detach(), memory.num_nodes))
+            if weights.dim() == 4:  # need_head_weights: (1, B, T, m + n)
+                weights = weights[0]
+            records[layer].append((weights.detach(), key.source.nodes.size(1)))
+            return output if asked[layer] else (out, None)
         return hook
 
-    handles = [module.register_forward_hook(recorder(layer), with_kwargs=True)
-               for layer, module in enumerate(modules)]
+    handles = []
+    for layer, module in enumerate(modules):
+        handles.append(module.register_forward_pre_hook(ask_for_weights(layer), with_kwargs=True))
+        handles.append(module.register_forward_hook(recorder(layer), with_kwargs=True))
     try:
         yield records
     finally:
