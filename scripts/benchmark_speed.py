@@ -551,7 +551,7 @@ def measure(a) -> Measurements:
     tree = System("tree", fairseq_argv(a, device, "tree_translation", a.tree_arch), a.seed, text_only=False)
     pair = (baseline, tree)
     task = tree.task
-    task.load_dataset("train")
+    task.load_dataset("train", combine=True)  # as fairseq-train: train, train1, ...
     task.load_dataset(a.gen_split)
     expected, measured = device.self_check()
 

@@ -21,6 +21,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$ROOT/scripts/usage.sh"
 PYTHON=${PYTHON:-python3}
 METRICS="sacrebleu tokbleu"
 SUBSET=test
@@ -28,7 +29,7 @@ LANG_OVERRIDE=""
 ALLOW_SUBSET=()
 while (($#)); do
     case $1 in
-        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        -h|--help) header_usage; exit 0 ;;
         --metrics) METRICS=${2:?}; shift 2 ;;
         --subset) SUBSET=${2:?}; shift 2 ;;
         --lang) LANG_OVERRIDE=${2:?}; shift 2 ;;

@@ -26,10 +26,11 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$ROOT/scripts/usage.sh"
 DIR="" WORK=./quickstart MINUTES="" PARSER=balanced SYNTHETIC=""
 while (($#)); do
     case $1 in
-        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        -h|--help) header_usage; exit 0 ;;
         --work) WORK=${2:?}; shift 2 ;;
         --minutes) MINUTES=${2:?}; shift 2 ;;
         --parser) PARSER=${2:?}; shift 2 ;;

@@ -13,7 +13,8 @@ Runs (``--runs``; all by default, ``--list`` prints them):
     tree_pe_transformer/{gold,balanced}, tree_composition_transformer/{gold,balanced}
     constituent_transformer/text, treeformer/text, transformer/text   translation, text alone
 
-Every model: 64 / ffn 128 / 4 heads, 2 + 2 layers, shared decoder input/output embeddings, no
+Every model: 64 / ffn 128 / 4 heads, 2 + 2 layers (the composition model: no encoder layers, its
+paper's model composes the word embeddings), shared decoder input/output embeddings, no
 dropout, Adam (0.9, 0.98), lr 5e-3, inverse sqrt with 100 warmup updates, cross-entropy, batches
 of 1024 tokens (leaves + nodes for tree inputs), UPDATES updates, one CPU thread; the last
 checkpoint translates the test split greedily (beam 1, at most 2n + 2 tokens). ``--curve`` also
@@ -36,13 +37,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import tree_fairseq
+from tree_fairseq.synthetic import get_parser as benchmark_parser
+from tree_fairseq.synthetic import make, score_translations
 
-from tree_fairseq.synthetic import get_parser as benchmark_parser  # noqa: E402
-from tree_fairseq.synthetic import make, score_translations  # noqa: E402
-
-USER_DIR = str(ROOT / "tree_fairseq")
+USER_DIR = str(Path(tree_fairseq.__file__).parent)
 ARCHS = {  # family -> the architecture whose defaults the flags below override
     "tree_transformer": "tree_transformer_tiny",
     "tree_pe_transformer": "tree_pe_transformer_tiny",
@@ -66,6 +65,8 @@ MODEL_FLAGS = [
     "--decoder-attention-heads", "4", "--decoder-layers", "2", "--share-decoder-input-output-embed",
     "--dropout", "0.0",
 ]
+# The composition model of Ahmed et al. composes the word embeddings (no transformer encoder layers).
+FAMILY_FLAGS = {"tree_composition_transformer": ["--encoder-layers", "0"]}
 OPTIM_FLAGS = [
     "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "5e-3", "--lr-scheduler", "inverse_sqrt",
     "--warmup-updates", "100", "--criterion", "cross_entropy", "--max-tokens", "1024",
@@ -84,11 +85,12 @@ def run_spec(name: str):
 def train_flags(data: Path, name: str, seed: int, updates: int, save_dir: Path, curve_every: int = 0,
                 minutes: float = 0) -> list:
     arch, task, kind, flags = run_spec(name)
+    family_flags = FAMILY_FLAGS.get(name.split("/")[0], [])
     extra = ["--save-interval-updates", str(curve_every), "--keep-interval-updates", "-1"] if curve_every else []
     if minutes:
         extra += ["--stop-time-hours", str(minutes / 60)]
     return [str(data / "data-bin" / kind), "--user-dir", USER_DIR, "--task", task, "--arch", arch,
-            *MODEL_FLAGS, *OPTIM_FLAGS, *flags, "--max-update", str(updates), "--seed", str(seed),
+            *MODEL_FLAGS, *family_flags, *OPTIM_FLAGS, *flags, "--max-update", str(updates), "--seed", str(seed),
             "--save-dir", str(save_dir), "--no-epoch-checkpoints", "--no-save-optimizer-state",
             "--disable-validation", "--log-format", "simple", "--log-interval", "100", "--cpu",
             "--num-workers", "0", *extra]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import fairseq_binarize
+from helpers import SYLLABLES, fairseq_binarize
 
 from tree_fairseq.cli import preprocess as preprocess_cli
 from tree_fairseq.trees import trivial_tree
@@ -19,8 +19,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-_SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su"]
 
 
 def shared_data(name: str) -> Path:
@@ -38,7 +36,7 @@ def write_corpus(directory: Path, split: str, num_sentences: int, seed: int, max
     rng = random.Random(seed)
     bpe_lines, target_lines, tree_lines = [], [], []
     for _ in range(num_sentences):
-        words = ["".join(rng.choices(_SYLLABLES, k=rng.randint(1, 3))) for _ in range(rng.randint(1, max_words))]
+        words = ["".join(rng.choices(SYLLABLES, k=rng.randint(1, 3))) for _ in range(rng.randint(1, max_words))]
         pieces = [piece for word in words for piece in _pieces(word)]
         bpe_lines.append(" ".join(pieces))
         target_lines.append(" ".join(reversed(words)))
@@ -84,6 +82,14 @@ def plain_databin(tiny_corpus, tmp_path_factory) -> Path:
         "--trainpref", str(tiny_corpus / "train"), "--validpref", str(tiny_corpus / "valid"),
         "--testpref", str(tiny_corpus / "test"), "--joined-dictionary",
     )
+
+
+@pytest.fixture(scope="session")
+def bpe_codes(tmp_path_factory) -> Path:
+    """subword-nmt merges that split the tiny corpus's words into its syllables."""
+    codes = tmp_path_factory.mktemp("codes") / "codes"
+    codes.write_text("#version: 0.2\n" + "".join(f"{s[0]} {s[1]}\n{s[0]} {s[1]}</w>\n" for s in SYLLABLES))
+    return codes
 
 
 @pytest.fixture(scope="module")

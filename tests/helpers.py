@@ -18,6 +18,7 @@ import tree_fairseq
 
 USER_DIR = str(Path(tree_fairseq.__file__).parent)
 MAX_LEN = 12  # fixed (max_len_a = 0) so that a batch's longest source does not change it
+SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su"]  # the words of the tiny corpora
 
 
 # Random trees
@@ -288,3 +289,21 @@ def train_and_generate(databin, save_dir, arch, *train_flags, task="tree_transla
     ], env=env, capture_output=True, text=True)
     assert generate_run.returncode == 0, generate_run.stderr[-3000:]
     return generate_run.stdout
+
+
+# Text corpora
+
+
+def write_tokenised_corpus(directory: Path, sizes=(("train", 60), ("valid", 8), ("test", 8))) -> None:
+    """{train,valid,test}.{de,en} of tokenised text, as a data-prep recipe's --local DIR wants it:
+    words of syllables and a full stop, the target the source's words reversed."""
+    rng = random.Random(7)
+    directory.mkdir()
+    for split, size in sizes:
+        source, target = [], []
+        for _ in range(size):
+            words = ["".join(rng.choices(SYLLABLES, k=rng.randint(1, 3))) for _ in range(rng.randint(1, 9))]
+            source.append(" ".join(words + ["."]))
+            target.append(" ".join(list(reversed(words)) + ["."]))
+        (directory / f"{split}.de").write_text("".join(line + "\n" for line in source))
+        (directory / f"{split}.en").write_text("".join(line + "\n" for line in target))

@@ -268,6 +268,7 @@ TWINS = {
     "wmt14_en_de_tree_transformer_big": "wmt14_en_de_transformer_big",
     "gigaword_tree_transformer": "gigaword_transformer",
     "quickstart_tree_transformer": "quickstart_transformer",
+    "iwslt_lowres_tree_transformer": "iwslt_lowres_transformer",
     "iwslt_constituent_transformer": "iwslt_constituent_transformer_baseline",
     "iwslt_treeformer": "iwslt_treeformer_baseline",
     "iwslt_tree_pe_transformer": "iwslt_tree_pe_transformer_baseline",

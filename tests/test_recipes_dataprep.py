@@ -3,7 +3,6 @@ the tree_translation task, a second run skips every step, and a run cut short re
 was not finished."""
 
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -12,27 +11,11 @@ import pytest
 from fairseq import options, tasks
 
 import tree_fairseq
+from helpers import write_tokenised_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 USER_DIR = str(Path(tree_fairseq.__file__).parent)
-_SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su"]
-
-
-def write_tokenised_corpus(directory: Path) -> None:
-    """{train,valid,test}.{de,en}: words of syllables, the target the source reversed."""
-    rng = random.Random(7)
-    directory.mkdir()
-    for split, size in (("train", 60), ("valid", 8), ("test", 8)):
-        source, target = [], []
-        for _ in range(size):
-            words = ["".join(rng.choices(_SYLLABLES, k=rng.randint(1, 3))) for _ in range(rng.randint(1, 9))]
-            source.append(" ".join(words + ["."]))
-            target.append(" ".join(list(reversed(words)) + ["."]))
-        (directory / f"{split}.de").write_text("".join(line + "\n" for line in source))
-        (directory / f"{split}.en").write_text("".join(line + "\n" for line in target))
-
-
 def run_prepare(text: Path, work: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--local", str(text), "--work", str(work),

@@ -22,7 +22,6 @@ from tree_fairseq.data.inference import InferenceTrees
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 USER_DIR = str(Path(tree_fairseq.__file__).parent)
-SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su"]  # as conftest's corpus
 
 
 def run(command):
@@ -132,14 +131,6 @@ def expected_translations(tiny_databin, averaged):
     raw = [task.source_dictionary.string(dataset[i]["source"], "subword_nmt") for i in CHOSEN]
     pieces = {i: task.source_dictionary.string(dataset[i]["source"]) for i in CHOSEN}
     return expected, raw, pieces
-
-
-@pytest.fixture(scope="module")
-def bpe_codes(tmp_path_factory):
-    """subword-nmt merges that split the corpus words into its syllables."""
-    codes = tmp_path_factory.mktemp("codes") / "codes"
-    codes.write_text("#version: 0.2\n" + "".join(f"{s[0]} {s[1]}\n{s[0]} {s[1]}</w>\n" for s in SYLLABLES))
-    return codes
 
 
 def test_interactive_translates_raw_sentences_like_the_data_bin(tiny_databin, averaged, expected_translations,

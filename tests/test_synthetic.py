@@ -2,10 +2,12 @@
 source, the tree-blind ceiling is the best exact match without the tree (checked against a
 literal enumeration of every derivation), and the data-bins come out of the normal pipeline."""
 
+import importlib.util
 import itertools
 import math
 import random
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import pytest
 import torch
@@ -132,6 +134,25 @@ def test_databins_through_the_pipeline(tmp_path):
         assert torch.equal(spans[0].view(-1, 2), torch.tensor([[n.start, n.end] for n in first.nodes]))
     assert (tmp_path / "data-bin" / "text" / "train.src-tgt.src.bin").exists()
     assert not list((tmp_path / "data-bin" / "text").glob("*.nodes.*"))
+
+
+def test_every_benchmark_run_builds_its_model(tmp_path):
+    """scripts/tree_benchmark.py's flags for every run make a model fairseq can build on its data-bin."""
+    from fairseq import options, tasks
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "tree_benchmark.py"
+    spec = importlib.util.spec_from_file_location("tree_benchmark", path)
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    synthetic.make(synthetic.get_parser().parse_args(
+        ["--out", str(tmp_path), "--train", "16", "--valid", "8", "--test", "8", "--seed", "5"]))
+    for name in benchmark.RUNS:
+        flags = benchmark.train_flags(tmp_path, name, 1, 10, tmp_path / "save")
+        args = options.parse_args_and_arch(options.get_training_parser(), flags)
+        model = tasks.setup_task(args).build_model(args)
+        assert args.arch == benchmark.run_spec(name)[0] and sum(p.numel() for p in model.parameters()), name
+        if name.startswith("tree_composition_transformer"):
+            assert args.encoder_layers == 0  # its paper's model composes the word embeddings
 
 
 def test_score_translations():

@@ -21,16 +21,22 @@ from contextlib import contextmanager
 import torch
 
 
+def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
+    """What every analysis of a trained model reads: the data-bin, the checkpoint, the split,
+    the device (:func:`load` takes them)."""
+    parser.add_argument("data", help="the data-bin (tree-fairseq-preprocess)")
+    parser.add_argument("--path", required=True, help="a tree_transformer checkpoint")
+    parser.add_argument("--subset", default="test", help="split (default: test)")
+    parser.add_argument("--cpu", action="store_true", help="run on the CPU even when a GPU is present")
+
+
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Per decoder layer, the share of cross-attention mass on source nodes vs leaves of a "
         "tree_transformer checkpoint, over the references of a data-bin split (teacher forcing).")
-    parser.add_argument("data", help="the data-bin (tree-fairseq-preprocess)")
-    parser.add_argument("--path", required=True, help="a tree_transformer checkpoint")
-    parser.add_argument("--subset", default="test", help="split to score (default: test)")
+    add_checkpoint_arguments(parser)
     parser.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch (default 4000)")
     parser.add_argument("--max-sentences", type=int, help="only the first N sentences of the split")
-    parser.add_argument("--cpu", action="store_true", help="run on the CPU even when a GPU is present")
     parser.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     return parser
 

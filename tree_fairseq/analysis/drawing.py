@@ -17,22 +17,19 @@ import sys
 
 import torch
 
-from tree_fairseq.analysis.attention import load, recording
+from tree_fairseq.analysis.attention import add_checkpoint_arguments, load, recording
 
 
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Draw a source tree of a data-bin split with the cross-attention weights of a "
         "tree_transformer checkpoint on its nodes and leaves, to a PNG file.")
-    parser.add_argument("data", help="the data-bin (tree-fairseq-preprocess)")
-    parser.add_argument("--path", required=True, help="a tree_transformer checkpoint")
-    parser.add_argument("--subset", default="test", help="split (default: test)")
+    add_checkpoint_arguments(parser)
     parser.add_argument("--index", type=int, default=0, help="sentence number in the split (default 0)")
     parser.add_argument("--layer", type=int, help="decoder layer, 1-based (default: the mean of all layers)")
     parser.add_argument("--target-position", type=int,
                         help="one target token, 0-based (default: the mean over the target tokens)")
     parser.add_argument("--output", required=True, help="the PNG file to write")
-    parser.add_argument("--cpu", action="store_true", help="run on the CPU even when a GPU is present")
     return parser
 
 

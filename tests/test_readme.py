@@ -1,0 +1,369 @@
+"""Every command of README.md runs as written, on small data, so the README cannot drift from
+what runs. A command's placeholders (DATA-BIN, CKPT, CODES, WORK, OUT, ``...``) become the test's
+small data and budgets; each test lists its replacements, and a replacement whose text is no
+longer in the README fails. Every README command has exactly one test here
+(:func:`test_every_readme_command_has_its_test`).
+
+Two are not run by a test, and their tests say so and check what can be checked here: the
+install and test commands (``.ci/run`` runs those two, read from the README), and the several-
+machine ``torchrun`` line (it needs machines with GPUs; its flags are checked against torchrun's
+and fairseq's parsers)."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import shared_data
+from fairseq import options
+from helpers import subprocess_env, write_tokenised_corpus
+
+from tree_fairseq.trees import parse_tree, trivial_tree
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+# Each README command (a command starts with one of these) and the test that runs it: test_readme_KEY.
+COMMANDS = {
+    "train": "fairseq-train DATA-BIN --user-dir tree_fairseq --task tree_translation --arch tree_transformer_iwslt_de_en",
+    "quickstart_iwslt": "bash scripts/quickstart.sh [DIR]",
+    "quickstart_synthetic": "bash scripts/quickstart.sh --synthetic",
+    "induce_trees": "python scripts/induce_trees.py",
+    "parse_as_translation": "python scripts/parse_as_translation.py",
+    "benchmark_speed": "python scripts/benchmark_speed.py",
+    "compare_bleu": "bash scripts/compare_bleu.sh",
+    "install": "python3 -m venv .venv",
+    "test": ".venv/bin/python -m pytest",
+    "parse_stanza": "tree-fairseq-parse --parser stanza",
+    "parse_bracketed": "tree-fairseq-parse --parser bracketed",
+    "parse_balanced": "tree-fairseq-parse --parser balanced",
+    "preprocess": "tree-fairseq-preprocess",
+    "interactive": "fairseq-interactive",
+    "python_api": "from tree_fairseq.models.tree_transformer import TreeTransformerModel",
+    "train_gpus": "fairseq-train DATA-BIN --user-dir tree_fairseq --task tree_translation --arch tree_transformer_wmt_en_de",
+    "torchrun": "torchrun",
+    "train_cpu_ranks": "for rank in 0 1; do",
+}
+# Code blocks that are not commands (the package layout).
+NOT_COMMANDS = ("tree_fairseq/trees/",)
+# A tiny training budget for the commands whose own flags end in "...".
+BUDGET = "--optimizer adam --lr 1e-4 --max-tokens 500 --max-update 1 --num-workers 0"
+
+
+# Reading the README
+
+
+def code_blocks(text: str) -> list[tuple[int, str]]:
+    """(line number, dedented text) of every fenced block and every indented block (four or
+    more spaces after a blank line) of a Markdown text."""
+    blocks, current, start, fenced, previous_blank = [], [], 0, False, True
+
+    def close():
+        while current and not current[-1].strip():
+            current.pop()
+        if current:
+            indent = min(len(line) - len(line.lstrip()) for line in current if line.strip())
+            blocks.append((start, "\n".join(line[indent:] for line in current)))
+        current.clear()
+
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            if fenced:
+                close()
+            fenced, start = not fenced, number + 1
+        elif fenced:
+            current.append(line)
+        elif re.match(r" {4,}\S", line) and (current or previous_blank):
+            start = start if current else number
+            current.append(line)
+        elif current and not line.strip():
+            current.append(line)
+        else:
+            close()
+        previous_blank = not line.strip()
+    close()
+    return blocks
+
+
+def commands(block: str) -> list[str]:
+    """The commands of a code block: a shell loop or a Python block is one command; otherwise
+    each line is one, with its continuation lines, without comments."""
+    if block.startswith(("for ", "from ")):
+        return [block]
+    found, current = [], ""
+    for line in block.splitlines():
+        line = re.sub(r"(^|\s)#\s.*$", "", line).rstrip()
+        if not line:
+            continue
+        current += line.strip() if current else line
+        if current.endswith("\\"):
+            current = current[:-1].rstrip() + " "
+        else:
+            found.append(current)
+            current = ""
+    return found
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return [command for _, block in code_blocks(text) if not block.startswith(NOT_COMMANDS)
+            for command in commands(block)]
+
+
+def readme_command(key: str) -> str:
+    matches = [command for command in readme_commands() if command.startswith(COMMANDS[key])]
+    assert len(matches) == 1, f"README commands starting with {COMMANDS[key]!r}: {matches}"
+    return matches[0]
+
+
+def fill(command: str, replacements: dict) -> str:
+    """``command`` with each placeholder replaced; a placeholder it does not contain fails."""
+    for old, new in replacements.items():
+        assert old in command, f"{old!r} is no longer in the README command {command!r}"
+        command = command.replace(old, str(new))
+    return command
+
+
+def bash(command: str, cwd: Path, timeout: int = 900, **extra_env) -> subprocess.CompletedProcess:
+    """``command`` in bash with this Python environment's commands first on PATH."""
+    env = {**subprocess_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **extra_env}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def succeeded(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
+    return result.stdout
+
+
+def test_every_readme_command_has_its_test():
+    found = readme_commands()
+    assert len(found) >= len(COMMANDS)
+    for command in found:
+        keys = [key for key, start in COMMANDS.items() if command.startswith(start)]
+        assert len(keys) == 1, f"README command without exactly one test: {command!r} ({keys})"
+    for key, start in COMMANDS.items():
+        assert any(command.startswith(start) for command in found), f"{start!r} is not in the README"
+        assert callable(globals().get(f"test_readme_{key}")), f"no test_readme_{key}"
+
+
+def test_code_blocks_and_commands():
+    text = "a\n\n    x --a \\\n        --b   # note\n    # only a comment\n    y\n\ntext\n```bash\nz\n```\n"
+    blocks = code_blocks(text)
+    assert blocks == [(3, "x --a \\\n    --b   # note\n# only a comment\ny"), (10, "z")]
+    assert commands(blocks[0][1]) == ["x --a --b", "y"]
+
+
+# Training and the quick start
+
+
+def test_readme_train(tiny_databin):
+    command = fill(readme_command("train"), {"DATA-BIN": tiny_databin, "...": f"{BUDGET} --no-save"})
+    assert "done training" in succeeded(bash(command, ROOT)) + ""
+
+
+def test_readme_train_gpus(tiny_databin):
+    # Without GPUs, fairseq trains in this one process.
+    command = fill(readme_command("train_gpus"), {"DATA-BIN": tiny_databin, "...": f"{BUDGET} --no-save"})
+    result = bash(command, ROOT)
+    assert "done training" in succeeded(result) + result.stderr
+
+
+def test_readme_train_cpu_ranks(tiny_databin, tmp_path):
+    command = fill(readme_command("train_cpu_ranks"), {
+        "DATA-BIN": tiny_databin, "... &": f"{BUDGET.replace('1 --num', '2 --num')} --save-dir {tmp_path} &"})
+    result = bash(command, ROOT, timeout=600)
+    succeeded(result)
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    state = torch.load(tmp_path / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    assert state["optimizer_history"][-1]["num_updates"] == 2
+    assert state["cfg"]["distributed_training"]["distributed_world_size"] == 2
+
+
+def test_readme_torchrun(tiny_databin):
+    """Needs several machines with GPUs: torchrun must know its flags, fairseq-train its own."""
+    command = readme_command("torchrun")
+    launcher, _, train = command.partition(" $(which fairseq-train) ")
+    torchrun_help = succeeded(bash("torchrun --help", ROOT))
+    for flag in re.findall(r"--[a-z_]+", launcher):
+        assert flag in torchrun_help, flag
+    assert succeeded(bash("which fairseq-train", ROOT)).strip()
+    args = fill(train, {"DATA-BIN": tiny_databin, "...": "tree_transformer_tiny"}).split()
+    parsed = options.parse_args_and_arch(options.get_training_parser(), args)
+    assert (parsed.task, parsed.arch) == ("tree_translation", "tree_transformer_tiny")
+
+
+def test_readme_quickstart_iwslt(tmp_path):
+    write_tokenised_corpus(tmp_path / "text")
+    command = fill(readme_command("quickstart_iwslt"),
+                   {"[DIR]": f"{tmp_path / 'text'} --work {tmp_path / 'work'} --minutes 0.02"})
+    output = succeeded(bash(command, ROOT))
+    assert "sacreBLEU on IWSLT'14 de-en test (8 sentences)" in output
+    for model in ("tree transformer", "transformer"):
+        assert re.search(rf"^ +{model} +\S", output, re.M), output
+
+
+def test_readme_quickstart_synthetic(tmp_path):
+    command = fill(readme_command("quickstart_synthetic"),
+                   {"--synthetic": f"--synthetic --work {tmp_path} --minutes 0.02"})
+    output = succeeded(bash(command, ROOT))
+    for run in ("tree_transformer/gold", "tree_transformer/balanced", "transformer/text"):
+        assert re.search(rf"^ +\| {run} \| \w+ \| 1/1 \| \d+ \| \d+\.\d \|", output, re.M), output
+    assert re.search(r"^ +\| tree-blind ceiling .* \d+\.\d \|", output, re.M), output
+
+
+# Experiments
+
+
+def test_readme_induce_trees(tmp_path):
+    shared_data("ptb-sample")
+    command = fill(readme_command("induce_trees"), {"WORK": tmp_path}) + (
+        " --sentences 25 --arch constituent_encoder_lm_tiny --max-tokens 300 --updates 2 --min-layer 0 --cpu")
+    assert "constituent attention (2 updates, m=0)" in succeeded(bash(command, ROOT))
+
+
+def test_readme_parse_as_translation(tmp_path):
+    shared_data("ptb-sample")
+    command = fill(readme_command("parse_as_translation"), {"WORK": tmp_path}) + (
+        " --updates 2 --embed-dim 32 --ffn-dim 64 --heads 2 --encoder-layers 1 --decoder-layers 1 --beam 1")
+    output = succeeded(bash(command, ROOT))
+    assert "tree decoder" in output and "transformer" in output, output
+
+
+def test_readme_benchmark_speed(tiny_databin):
+    command = fill(readme_command("benchmark_speed"), {"DATA-BIN": tiny_databin}) + (
+        " --tree-arch tree_transformer_tiny --baseline-arch transformer --embed-dim 32 --ffn-dim 64 --heads 2"
+        " --encoder-layers 1 --decoder-layers 1 --updates 2 --warmup 1 --max-tokens 500 --gen-sentences 8"
+        " --gen-rounds 1 --flop-batches 1 --memory-batches 1 --lengths 16 --sweep-batch-size 2")
+    output = succeeded(bash(command, ROOT))
+    for row in ("1 training target words/s", "measured / ideal", "2 generation sentences/s", "3 peak training memory",
+                "4 encoder-forward memory growth"):
+        assert row in output, output
+
+
+def test_readme_compare_bleu(tiny_databin, tmp_path):
+    command = fill(readme_command("compare_bleu"), {"DATA-BIN OUT 400": f"{tiny_databin} {tmp_path} 2", " ...": ""})
+    output = succeeded(bash(command, ROOT))
+    for arch, task in (("transformer_iwslt_de_en", "translation"), ("tree_transformer_iwslt_de_en", "tree_translation")):
+        assert re.search(rf"^{arch} \({task}\) +2 +sacreBLEU", output, re.M), output
+
+
+# Install and test: .ci/run runs them
+
+
+def test_readme_install():
+    check_ci_reads("install", readme_command("install"))
+
+
+def test_readme_test():
+    check_ci_reads("test", readme_command("test"))
+
+
+def check_ci_reads(marker: str, command: str):
+    """.ci/run runs the line after the README's ``<!-- ci:MARKER -->`` fence: that is ``command``."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    at = lines.index(f"<!-- ci:{marker} -->")
+    assert lines[at + 1].startswith("```") and lines[at + 2] == command
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert f"command_after {marker}" in ci and 'bash -c "$install"' in ci and 'bash -c "$tests"' in ci
+
+
+# From text to a data-bin
+
+SENTENCES = ["das haus ist klein .", "er sagt ( nichts ) ."]
+
+
+def test_readme_parse_balanced(tmp_path):
+    (tmp_path / "train.tok.de").write_text("".join(line + "\n" for line in SENTENCES))
+    succeeded(bash(readme_command("parse_balanced"), tmp_path))
+    trees = (tmp_path / "train.tree.de").read_text().splitlines()
+    assert trees == [trivial_tree(line.replace("(", "-LRB-").replace(")", "-RRB-").split(), "balanced").to_bracketed()
+                     for line in SENTENCES]
+
+
+def test_readme_parse_bracketed(tmp_path):
+    (tmp_path / "train.tok.de").write_text("".join(line + "\n" for line in SENTENCES))
+    (tmp_path / "parser-output.txt").write_text(
+        "(ROOT (S (NP (ART das) (NN haus)) (VP (VAFIN ist) (ADJD klein)) ($. .)))\n"
+        "( (S (PPER er) (VP (VVFIN sagt) (XY -LRB-) (PIS nichts) (XY -RRB-)) ($. .)) )\n")
+    succeeded(bash(readme_command("parse_bracketed"), tmp_path))
+    trees = [parse_tree(line) for line in (tmp_path / "train.tree.de").read_text().splitlines()]
+    assert [" ".join(tree.leaves) for tree in trees] == ["das haus ist klein .", "er sagt -LRB- nichts -RRB- ."]
+    assert {(node.label, node.start, node.end) for node in trees[0].nodes} >= {("NP", 0, 1), ("VP", 2, 3)}
+
+
+def test_readme_parse_stanza(tmp_path):
+    """Parses when stanza's German model is installed; without it (and no network: a closed local
+    port stands for stanza's server, so no test run downloads) it stops at once with the command
+    that fetches the model."""
+    (tmp_path / "train.tok.de").write_text("".join(line + "\n" for line in SENTENCES))
+    start = time.monotonic()
+    result = bash(readme_command("parse_stanza"), tmp_path, STANZA_RESOURCES_URL="http://127.0.0.1:9")
+    if result.returncode == 0:
+        trees = [parse_tree(line) for line in (tmp_path / "train.tree.de").read_text().splitlines()]
+        assert [" ".join(tree.leaves) for tree in trees] == [s.replace("(", "-LRB-").replace(")", "-RRB-")
+                                                             for s in SENTENCES]
+    else:
+        assert "stanza.download('de'" in result.stderr, result.stderr[-3000:]
+        assert time.monotonic() - start < 120
+        assert not (tmp_path / "train.tree.de").exists()
+
+
+def test_readme_preprocess(tiny_corpus, tmp_path):
+    (tmp_path / "bpe").mkdir()
+    for split in ("train", "valid", "test"):
+        for suffix in ("de", "en", "tree.de"):
+            (tmp_path / "bpe" / f"{split}.{suffix}").write_bytes((tiny_corpus / f"{split}.{suffix}").read_bytes())
+    succeeded(bash(readme_command("preprocess"), tmp_path))
+    written = {path.name for path in (tmp_path / "data-bin" / "iwslt14.de-en").iterdir()}
+    assert {"dict.de.txt", "dict.de.nodes.txt", "train.de-en.de.nodes.bin", "test.de-en.de.spans.idx",
+            "valid.de-en.en.bin"} <= written
+
+
+# Raw text: fairseq-interactive and the Python API translate the same
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_databin, tmp_path_factory):
+    """tree_transformer_tiny after 4 updates on the tiny data-bin (balanced trees), with checkpoint_best.pt."""
+    save_dir = tmp_path_factory.mktemp("readme_checkpoints")
+    succeeded(bash(f"fairseq-train {tiny_databin} --user-dir tree_fairseq --task tree_translation "
+                   f"--arch tree_transformer_tiny --optimizer adam --lr 5e-3 --max-tokens 500 --max-update 4 "
+                   f"--num-workers 0 --save-dir {save_dir} --no-epoch-checkpoints --seed 1", ROOT))
+    return save_dir
+
+
+def raw_sentence(tiny_corpus) -> str:
+    """A test sentence of the tiny corpus, BPE removed."""
+    return (tiny_corpus / "test.de").read_text().splitlines()[3].replace("@@ ", "")
+
+
+@pytest.fixture(scope="module")
+def interactive_translation(tiny_databin, tiny_corpus, trained, bpe_codes):
+    # The tiny model was trained on balanced trees: it parses raw text the same way (stanza has no model here).
+    command = fill(readme_command("interactive"), {
+        "DATA-BIN": tiny_databin, "CKPT": trained / "checkpoint_best.pt", "CODES": bpe_codes,
+        "--inference-parser stanza": "--inference-parser balanced"})
+    env = {**subprocess_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True,
+                            input=raw_sentence(tiny_corpus) + "\n", timeout=600)
+    output = succeeded(result)
+    return re.findall(r"^D-0\t\S+\t(.*)$", output, re.M)
+
+
+def test_readme_interactive(interactive_translation):
+    assert len(interactive_translation) == 1 and interactive_translation[0].strip()
+
+
+def test_readme_python_api(tiny_databin, tiny_corpus, trained, bpe_codes, interactive_translation):
+    code = fill(readme_command("python_api"), {
+        '"checkpoints/"': repr(str(trained)), '"DATA-BIN"': repr(str(tiny_databin)), '"CODES"': repr(str(bpe_codes)),
+        '"stanza"': '"balanced"', '"ein kleiner satz ."': repr(raw_sentence(tiny_corpus))})
+    *body, last = code.splitlines()
+    namespace = {}
+    exec("\n".join(body), namespace)
+    assert eval(last, namespace) == interactive_translation[0]
