@@ -11,6 +11,7 @@ Runs (``--runs``; all by default, ``--list`` prints them):
     tree_transformer/{gold,balanced,left,right}     tree_translation on each tree kind
     tree_transformer/gold/--no-hier-embed, .../--no-subtree-mask, .../--no-tree-cross-attention
     tree_pe_transformer/{gold,balanced}, tree_composition_transformer/{gold,balanced}
+    tree_composition_transformer/{gold,balanced}/--composition-leaves/contextual/--encoder-layers/2/--node-labels
     constituent_transformer/text, treeformer/text, transformer/text   translation, text alone
 
 Every model: 64 / ffn 128 / 4 heads, 2 + 2 layers (the composition model: no encoder layers, its
@@ -56,6 +57,9 @@ RUNS = [
     "tree_transformer/gold/--no-tree-cross-attention",
     "tree_pe_transformer/gold", "tree_pe_transformer/balanced",
     "tree_composition_transformer/gold", "tree_composition_transformer/balanced",
+    # the composition model with positions and labels, the form that can use the tree in translation
+    "tree_composition_transformer/gold/--composition-leaves/contextual/--encoder-layers/2/--node-labels",
+    "tree_composition_transformer/balanced/--composition-leaves/contextual/--encoder-layers/2/--node-labels",
     "constituent_transformer/text", "treeformer/text", "transformer/text",
 ]
 CURVE_RUNS = ["tree_transformer/gold", "tree_transformer/balanced"]

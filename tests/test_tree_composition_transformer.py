@@ -139,6 +139,33 @@ def test_encoder_composes_the_word_embeddings(tiny):
     assert out["encoder_padding_mask"][0][:, m:].equal(leaf_padding_mask)
 
 
+@pytest.mark.parametrize("leaves", ["embeddings", "contextual"])
+def test_the_papers_encoder_does_not_see_the_order_of_siblings(tiny_databin, leaves):
+    """The paper's encoder (word-embedding leaves, no positions) composes each node's children as a
+    set: swapping two sibling leaves gives the same node states and swaps the two leaf states, so
+    nothing downstream can tell the two source orders apart (docs/methods.md, section 5, and the
+    tree benchmark, docs/tree_benchmark.md). With ``--composition-leaves contextual`` (positions and
+    transformer layers) the node states depend on the order."""
+    flags = ("--composition-leaves", "contextual", "--encoder-layers", "2") if leaves == "contextual" else ()
+    task, model = build(tiny_databin, *flags, arch=ARCH)
+    a, b, c = (task.source_dictionary.index(word) for word in ("ka", "lo", "mi"))
+    assert len({a, b, c, task.source_dictionary.unk()}) == 4
+    eos = task.source_dictionary.eos()
+    spans = torch.tensor([[[0, 1], [0, 2]]])  # (X (Y w0 w1) w2), bottom-up
+    inputs = {"src_lengths": torch.tensor([4]), "src_node_labels": torch.full((1, 2), task.node_dictionary.unk()),
+              "src_node_spans": spans, "src_node_padding_mask": torch.zeros(1, 2, dtype=torch.bool)}
+    with torch.no_grad():
+        first = model.encoder(torch.tensor([[a, b, c, eos]]), **inputs)["encoder_out"][0][:, 0]
+        swapped = model.encoder(torch.tensor([[b, a, c, eos]]), **inputs)["encoder_out"][0][:, 0]
+    # rows: nodes Y, X, then leaves w0, w1, w2, EOS
+    same_nodes = torch.allclose(first[:2], swapped[:2], atol=1e-6)
+    if leaves == "embeddings":
+        assert same_nodes
+        torch.testing.assert_close(first[[2, 3, 4, 5]], swapped[[3, 2, 4, 5]])
+    else:
+        assert not same_nodes
+
+
 @pytest.mark.parametrize("form", ["paper", "residual_mean"])
 def test_encoder_composes_the_transformer_leaves(tiny_databin, form):
     """With ``--composition-leaves contextual --node-labels``: one composition pass over the
