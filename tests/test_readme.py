@@ -128,11 +128,12 @@ def fill(command: str, replacements: dict) -> str:
     return command
 
 
-def bash(command: str, cwd: Path, timeout: int = 900, **extra_env) -> subprocess.CompletedProcess:
+def bash(command: str, cwd: Path, timeout: int = 900, stdin: str | None = None,
+         **extra_env) -> subprocess.CompletedProcess:
     """``command`` in bash with this Python environment's commands first on PATH."""
     env = {**subprocess_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **extra_env}
     return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, input=stdin)
 
 
 def succeeded(result: subprocess.CompletedProcess) -> str:
@@ -163,7 +164,7 @@ def test_code_blocks_and_commands():
 
 def test_readme_train(tiny_databin):
     command = fill(readme_command("train"), {"DATA-BIN": tiny_databin, "...": f"{BUDGET} --no-save"})
-    assert "done training" in succeeded(bash(command, ROOT)) + ""
+    assert "done training" in succeeded(bash(command, ROOT))
 
 
 def test_readme_train_gpus(tiny_databin):
@@ -348,10 +349,7 @@ def interactive_translation(tiny_databin, tiny_corpus, trained, bpe_codes):
     command = fill(readme_command("interactive"), {
         "DATA-BIN": tiny_databin, "CKPT": trained / "checkpoint_best.pt", "CODES": bpe_codes,
         "--inference-parser stanza": "--inference-parser balanced"})
-    env = {**subprocess_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True,
-                            input=raw_sentence(tiny_corpus) + "\n", timeout=600)
-    output = succeeded(result)
+    output = succeeded(bash(command, ROOT, timeout=600, stdin=raw_sentence(tiny_corpus) + "\n"))
     return re.findall(r"^D-0\t\S+\t(.*)$", output, re.M)
 
 
