@@ -138,6 +138,7 @@ def test_generate_sh_refuses_a_score_over_skipped_sentences(tiny_databin, checkp
     assert result.returncode == 0, result.stderr[-2000:]
     scored = int(re.search(r"SUBSET: (\d+) of 40 sentences scored", result.stdout).group(1))
     assert 0 < scored < 40 and f"[SUBSET {scored}/40] tokenised BLEU" in result.stdout
+    assert f"sentences scored: {scored} of 40 (the test split of {tiny_databin})" in result.stdout
 
 
 # Raw-text translation with a parser other than the training data's

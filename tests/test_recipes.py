@@ -184,7 +184,8 @@ def test_sacrebleu_matches_its_command_line_on_detokenised_text(scored):
 
 
 def test_tokenised_bleu_is_sacrebleu_without_tokenisation(scored):
-    tmp_path, scores, _ = scored
+    tmp_path, scores, stdout = scored
+    assert stdout.splitlines()[-1] == f"sentences scored: {len(HYPS)} of {len(REFS)} (the lines of {tmp_path / 'ref'})"
     assert round(scores["tokbleu"]["score"], 4) == sacrebleu_cli(tmp_path / "ref", tmp_path / "hyp", "-tok", "none")
     assert "tok:none" in scores["tokbleu"]["signature"]
 
@@ -229,6 +230,14 @@ def test_score_reads_generate_output(tmp_path):
     (tmp_path / "generate-test.txt").write_text("\n".join(reversed(lines)) + "\nGenerate test with beam=5: BLEU4 = 1\n")
     hyps, refs = score.read_generate_output(str(tmp_path / "generate-test.txt"))
     assert hyps == HYPS and refs == REFS
+    # the report and the JSON say how many sentences were scored, of how many
+    result = run([BIN / "tree-fairseq-score", "--generate-output", tmp_path / "generate-test.txt",
+                  "--metrics", "tokbleu", "--json", tmp_path / "score.json"])
+    assert result.returncode == 0, result.stderr
+    n = len(HYPS)
+    assert result.stdout.splitlines()[-1] == \
+        f"sentences scored: {n} of {n} (ids 0 to {n - 1} of {tmp_path / 'generate-test.txt'})"
+    assert json.loads((tmp_path / "score.json").read_text())["sentences"]["scored"] == n
     with pytest.raises(ValueError, match="--remove-bpe"):
         score.score(["a@@ b"], ["ab"], ["tokbleu"], "en")
 

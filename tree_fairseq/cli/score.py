@@ -11,7 +11,8 @@ fairseq's default ``--required-batch-size-multiple 8`` with the stock translatio
 ``--data-bin`` (and ``--subset``) the sentence ids of the output are compared with the split, and
 without it the ids must at least run 0, 1, ... without a gap. Missing sentences stop the scoring,
 naming how many and which, unless ``--allow-subset``, which scores them and marks every line (and
-the JSON) with the share scored.
+the JSON) with the share scored. The last line of the report (``sentences`` in the JSON) always
+says how many sentences were scored, of how many in the split.
 
 Metrics (``--metrics``):
 
@@ -244,6 +245,9 @@ def report(results: dict) -> str:
     if "subset" in results:  # every score line says it is a subset's
         mark = f"[SUBSET {results['subset']['scored']}/{results['subset']['split']}] "
         lines = [subset_note(results["subset"])] + [mark + line for line in lines]
+    if "sentences" in results:
+        count = results["sentences"]
+        lines.append(f"sentences scored: {count['scored']} of {count['split']} ({count['source']})")
     return "\n".join(lines)
 
 
@@ -273,6 +277,12 @@ def main(argv: list[str] | None = None) -> None:
                 out.writelines(line + "\n" for line in lines)
     if cover and cover["missing"]:
         results["subset"] = cover
+    if cover:
+        source = (f"the {args.subset} split of {args.data_bin}" if args.data_bin
+                  else f"ids 0 to {cover['split'] - 1} of {args.generate_output}")
+        results["sentences"] = {"scored": cover["scored"], "split": cover["split"], "source": source}
+    else:
+        results["sentences"] = {"scored": len(hyps), "split": len(refs), "source": f"the lines of {args.ref}"}
     print(report(results))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
