@@ -206,6 +206,7 @@ def test_readme_quickstart_iwslt(tmp_path):
     assert "sacreBLEU on IWSLT'14 de-en test (8 sentences)" in output
     for model in ("tree transformer", "transformer"):
         assert re.search(rf"^ +{model} +\S", output, re.M), output
+    assert "docs/iwslt_lowres.md" in output  # where the converged scores are
 
 
 def test_readme_quickstart_synthetic(tmp_path):
