@@ -264,8 +264,12 @@ def main(argv: list[str] | None = None) -> None:
             cover = coverage(read_generate_ids(args.generate_output), size)
             check_coverage(cover, args.allow_subset, f"{args.data_bin} {args.subset}" if args.data_bin
                            else f"{args.generate_output} (ids 0 to {cover['split'] - 1})")
+            source = (f"the {args.subset} split of {args.data_bin}" if args.data_bin
+                      else f"ids 0 to {cover['split'] - 1} of {args.generate_output}")
+            sentences = {"scored": cover["scored"], "split": cover["split"], "source": source}
         else:
             hyps, refs = read_lines(args.hyp), read_lines(args.ref)
+            sentences = {"scored": len(hyps), "split": len(refs), "source": f"the lines of {args.ref}"}
         ref_detok = read_lines(args.ref_detok) if args.ref_detok else None
         results = score(hyps, refs, args.metrics, args.lang, ref_detok, not args.no_stemmer, args.seed)
     except (OSError, ValueError) as error:
@@ -277,12 +281,7 @@ def main(argv: list[str] | None = None) -> None:
                 out.writelines(line + "\n" for line in lines)
     if cover and cover["missing"]:
         results["subset"] = cover
-    if cover:
-        source = (f"the {args.subset} split of {args.data_bin}" if args.data_bin
-                  else f"ids 0 to {cover['split'] - 1} of {args.generate_output}")
-        results["sentences"] = {"scored": cover["scored"], "split": cover["split"], "source": source}
-    else:
-        results["sentences"] = {"scored": len(hyps), "split": len(refs), "source": f"the lines of {args.ref}"}
+    results["sentences"] = sentences
     print(report(results))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
