@@ -35,9 +35,13 @@ Options:
   --local DIR          use the tokenised text in DIR ({train,valid,test}.{$SRC,$TGT}, one sentence per
                        line, after Moses tokenisation) instead of downloading and tokenising
   --work DIR           where everything is written (default: ./$DATASET)
-  --parser NAME        source trees: stanza (default, or \$TREE_FAIRSEQ_PARSER), bracketed,
-                       balanced, left, right (see tree-fairseq-parse --help)
-  --trees-dir DIR      with --parser bracketed: parser output DIR/{split}.tree.{lang}, one tree per line
+  --parser NAME        source trees: stanza (default, or \$TREE_FAIRSEQ_PARSER), spacy, bracketed,
+                       conllu, balanced, left, right (see tree-fairseq-parse --help)
+  --spacy-model NAME   with --parser spacy: the installed spaCy pipeline (package name or directory)
+  --dependency-tree-shape SHAPE
+                       with --parser spacy or conllu: layered (default) or flat phrase structure
+  --trees-dir DIR      with --parser bracketed: parser output DIR/{split}.tree.{lang}, one tree per
+                       line; with --parser conllu: DIR/{split}.{lang}.conllu, one sentence block per line
   --on-failure NAME    a line the parser could not parse: error (default) stops; balanced, left or
                        right give it that trivial tree and list it in trees/{split}.tree.{lang}.failures
   --stanza-dir DIR     stanza's model directory (default: stanza's own)
@@ -57,6 +61,8 @@ parse_args() {
     LOCAL=""
     WORK="./$DATASET"
     PARSER=${TREE_FAIRSEQ_PARSER:-stanza}
+    SPACY_MODEL=""
+    DEPENDENCY_SHAPE=layered
     TREES_DIR=""
     STANZA_DIR=""
     PARSE_CPU=""
@@ -69,6 +75,8 @@ parse_args() {
             --local) LOCAL=${2:?--local needs a directory}; shift 2 ;;
             --work) WORK=${2:?--work needs a directory}; shift 2 ;;
             --parser) PARSER=${2:?--parser needs a name}; shift 2 ;;
+            --spacy-model) SPACY_MODEL=${2:?--spacy-model needs a pipeline name or directory}; shift 2 ;;
+            --dependency-tree-shape) DEPENDENCY_SHAPE=${2:?--dependency-tree-shape needs layered or flat}; shift 2 ;;
             --trees-dir) TREES_DIR=${2:?}; shift 2 ;;
             --stanza-dir) STANZA_DIR=${2:?}; shift 2 ;;
             --cpu) PARSE_CPU=--cpu; shift ;;
@@ -85,8 +93,13 @@ parse_args() {
     done
     case $PARSER in
         stanza|balanced|left|right) ;;
-        bracketed) [[ -n $TREES_DIR ]] || die "--parser bracketed needs --trees-dir DIR" ;;
-        *) die "unknown parser '$PARSER': stanza, bracketed, balanced, left or right" ;;
+        spacy) [[ -n $SPACY_MODEL ]] || die "--parser spacy needs --spacy-model NAME (an installed spaCy pipeline)" ;;
+        bracketed|conllu) [[ -n $TREES_DIR ]] || die "--parser $PARSER needs --trees-dir DIR" ;;
+        *) die "unknown parser '$PARSER': stanza, spacy, bracketed, conllu, balanced, left or right" ;;
+    esac
+    case $DEPENDENCY_SHAPE in
+        layered|flat) ;;
+        *) die "unknown --dependency-tree-shape '$DEPENDENCY_SHAPE': layered or flat" ;;
     esac
     case $ON_FAILURE in
         error|balanced|left|right) ;;
@@ -221,9 +234,20 @@ parse_trees() {
         --on-failure "$ON_FAILURE")
     case $PARSER in
         stanza) args+=(--lang "${PARSE_LANG:-$lang}" ${STANZA_DIR:+--model-dir "$STANZA_DIR"} $PARSE_CPU) ;;
-        bracketed) args+=(--trees "$TREES_DIR/$split.tree.$lang") ;;
+        spacy) args+=(--spacy-model "$SPACY_MODEL" --dependency-tree-shape "$DEPENDENCY_SHAPE") ;;
+        bracketed) args+=(--trees "$(parser_output "$split" "$lang")") ;;
+        conllu) args+=(--trees "$(parser_output "$split" "$lang")" --dependency-tree-shape "$DEPENDENCY_SHAPE") ;;
     esac
     run tree-fairseq-parse "${args[@]}"
+}
+
+# parser_output SPLIT LANG: the file of --trees-dir that --parser bracketed or conllu reads.
+parser_output() {
+    if [[ $PARSER == conllu ]]; then
+        echo "$TREES_DIR/$1.$2.conllu"
+    else
+        echo "$TREES_DIR/$1.tree.$2"
+    fi
 }
 
 learn_bpe() {
@@ -282,8 +306,10 @@ prepare() {
     done
     for lang in $(source_langs); do
         for split in "${SPLITS[@]}"; do
+            local parser_inputs=("$WORK/tok/$split.$lang")
+            case $PARSER in bracketed|conllu) parser_inputs+=("$(parser_output "$split" "$lang")") ;; esac
             step "parse-$split.$lang" parse_trees "$split" "$lang" -- "$PARSER" "$TREES_DIR" "$STANZA_DIR" \
-                "$ON_FAILURE" "$(fingerprint "$WORK/tok/$split.$lang")"
+                "$SPACY_MODEL" "$DEPENDENCY_SHAPE" "$ON_FAILURE" "$(fingerprint "${parser_inputs[@]}")"
             same_line_counts "parsed $split" "$WORK/tok/$split.$lang" "$WORK/trees/$split.tree.$lang"
         done
     done

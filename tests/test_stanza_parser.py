@@ -10,10 +10,8 @@ from stanza.models.constituency.tree_reader import read_trees  # noqa: E402
 from stanza.resources.common import DEFAULT_MODEL_DIR  # noqa: E402
 
 from tree_fairseq.parsing import stanza_parser  # noqa: E402
-from tree_fairseq.parsing.stanza_parser import (  # noqa: E402
-    StanzaParser, document_trees, raw_tree, tree_over_tokens,
-)
-from tree_fairseq.trees import Node, Tree, TreeError, normalize  # noqa: E402
+from tree_fairseq.parsing.stanza_parser import StanzaParser, document_trees, raw_tree  # noqa: E402
+from tree_fairseq.trees import Node, Tree, TreeError, normalize, tree_over_tokens  # noqa: E402
 
 
 @pytest.mark.parametrize("bracketed, leaves, spans", [
@@ -90,7 +88,7 @@ def test_tree_over_tokens_never_crosses():
 
 def test_tree_over_tokens_rejects_leaves_that_are_not_the_words():
     tree = _tree("a b c".split(), [("S", 0, 2)])
-    with pytest.raises(TreeError, match="leaves 'a b c' are not its words 'a b x c'"):
+    with pytest.raises(TreeError, match="leaves 'a b c' are not the words 'a b x c'"):
         tree_over_tokens(tree, ["a", "bx", "c"], [["a"], ["b", "x"], ["c"]])
 
 

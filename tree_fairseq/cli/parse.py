@@ -4,7 +4,11 @@ Reads ``--input`` (tokenised text, one sentence per line) and writes
 ``--output``: line k is the normal-form tree of input line k, whose leaves are
 exactly that line's tokens (brackets inside tokens written -LRB-/-RRB-), each
 under its part-of-speech tag when the parser gives one to every word (stanza,
-tagged bracketed input): ``(S (NP (DT the) (NN cat)) (VBD sat))``.
+tagged bracketed input, the dependency back-ends): ``(S (NP (DT the) (NN cat)) (VBD sat))``.
+
+``spacy`` and ``conllu`` give dependency parses; each is turned into phrase structure by head
+projection (``--dependency-tree-shape``, :mod:`tree_fairseq.trees.dependency`). Arcs lifted to
+make a parse projective are counted and reported at the end.
 
 Work is done in chunks of ``--chunk-size`` lines, each kept in
 ``OUTPUT.parts/`` as soon as it is finished; an interrupted run restarted with
@@ -31,8 +35,9 @@ import sys
 
 from tqdm import tqdm
 
-from tree_fairseq.parsing import ON_FAILURE, PARSERS, BracketedParser, check_parser_options, make_parser
+from tree_fairseq.parsing import ON_FAILURE, PARSERS, check_parser_options, make_parser
 from tree_fairseq.trees import TreeError
+from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
 from tree_fairseq.trees.textio import utf8_lines
 
 _FINGERPRINT_BLOCK = 1 << 20
@@ -57,12 +62,23 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--input", required=True, help="tokenised text, one sentence per line")
     parser.add_argument("--output", required=True, help="trees, one per input line")
     parser.add_argument("--parser", choices=PARSERS, default="stanza",
-                        help="stanza: stanza's constituency parser; bracketed: existing parser "
-                        "output (--trees); balanced/left/right: trivial binary trees")
+                        help="stanza: stanza's constituency parser; spacy: an installed spaCy pipeline's "
+                        "dependency parser (--spacy-model); bracketed: existing parser output, one bracketed "
+                        "tree per line (--trees); conllu: any dependency parser's CoNLL-U output, one sentence "
+                        "block per line (--trees); balanced/left/right: trivial binary trees")
     parser.add_argument("--lang", help="language code of the text (stanza)")
-    parser.add_argument("--trees", help="parser output to align, one bracketed tree per line (bracketed)")
+    parser.add_argument("--trees", help="parser output to align: one bracketed tree per line (bracketed) or "
+                        "one CoNLL-U sentence block per line (conllu)")
     parser.add_argument("--model-dir", help="where stanza models are kept (default: stanza's)")
-    parser.add_argument("--batch-size", type=_positive_int, default=64, help="sentences per parser call (stanza)")
+    parser.add_argument("--spacy-model", metavar="NAME_OR_PATH",
+                        help="the spaCy pipeline (spacy): an installed package such as en_core_web_sm, or a "
+                        "directory; nothing is downloaded")
+    parser.add_argument("--dependency-tree-shape", choices=DEPENDENCY_TREE_SHAPES, default="layered",
+                        help="phrase structure from dependency parses (spacy, conllu): layered (default) puts a "
+                        "head and its right dependents in an inner phrase, its left dependents and trailing "
+                        "punctuation above it; flat makes one phrase per head over its whole yield")
+    parser.add_argument("--batch-size", type=_positive_int, default=64,
+                        help="sentences per parser call (stanza, spacy)")
     parser.add_argument("--cpu", action="store_true", help="run stanza on the CPU even with a GPU")
     parser.add_argument("--chunk-size", type=_positive_int, default=2000,
                         help="lines per resumable chunk (default 2000)")
@@ -85,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def parse_file(args: argparse.Namespace) -> None:
     # Everything that can be refused is refused before OUTPUT.parts/ is touched.
-    check_parser_options(args.parser, lang=args.lang, trees=args.trees)
+    check_parser_options(args.parser, lang=args.lang, trees=args.trees, spacy_model=args.spacy_model)
     for flag, path in (("--input", args.input), ("--trees", args.trees)):
         if path is not None and not os.path.isfile(path):
             raise ValueError(f"{flag} {path}: no such file")
@@ -99,7 +115,12 @@ def parse_file(args: argparse.Namespace) -> None:
                 "on_failure": args.on_failure}
     parser = make_parser(args.parser, lang=args.lang, trees=args.trees, model_dir=args.model_dir,
                          batch_size=args.batch_size, use_gpu=False if args.cpu else None,
-                         on_failure=args.on_failure)
+                         on_failure=args.on_failure, spacy_model=args.spacy_model,
+                         dependency_shape=args.dependency_tree_shape)
+    if args.parser in ("spacy", "conllu"):
+        # Another pipeline version parses differently: its chunks are not reused.
+        manifest.update(dependency_tree_shape=args.dependency_tree_shape,
+                        spacy_model=getattr(parser, "version", None))
     created = _prepare_parts(parts_dir, manifest)
     try:
         _parse_chunks(parser, args, parts_dir, total)
@@ -108,10 +129,11 @@ def parse_file(args: argparse.Namespace) -> None:
         if created and not any(name.endswith(".trees") for name in os.listdir(parts_dir)):
             shutil.rmtree(parts_dir, ignore_errors=True)
         raise
-    if isinstance(parser, BracketedParser):
+    if hasattr(parser, "check_exhausted"):
         parser.check_exhausted()
-    failures = _join_parts(parts_dir, args.output)
+    failures, lifted = _join_parts(parts_dir, args.output)
     _report_failures(failures, total, args)
+    _report_lifts(lifted, total)
 
 
 def _parse_chunks(parser, args, parts_dir, total) -> None:
@@ -137,12 +159,16 @@ def _parse_chunk(parser, sentences, first_line, args, parts_dir) -> None:
     if os.path.exists(part):
         return
     failures = getattr(parser, "failures", None)
+    lifted = getattr(parser, "lifted", [])
     already_failed = len(failures.failed) if failures else 0
+    already_lifted = len(lifted)
     trees = parser.parse(sentences, first_line, args.input)
     failed = failures.failed[already_failed:] if failures else []
-    # The failures of a chunk are written first: a chunk's .trees exists only with its .failures.
+    # A chunk's failures and lifts are written first: its .trees exists only with them.
     _write_atomically(part.removesuffix(".trees") + ".failures",
                       "".join(f"{line}\t{' '.join(reason.split())}\n" for line, reason in failed))
+    _write_atomically(part.removesuffix(".trees") + ".lifts",
+                      "".join(f"{line}\t{count}\n" for line, count in lifted[already_lifted:]))
     _write_atomically(part, "".join(tree.to_bracketed() + "\n" for tree in trees))
 
 
@@ -187,25 +213,30 @@ def _fingerprint(path: str) -> tuple[int, str]:
     return lines + (last != b"\n"), digest.hexdigest()
 
 
-def _join_parts(parts_dir: str, output: str) -> list[str]:
-    """Write OUTPUT (and OUTPUT.failures when some line failed); returns the failure lines."""
+def _join_parts(parts_dir: str, output: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """Write OUTPUT (and OUTPUT.failures when some line failed); returns the failure lines and
+    the (line, arcs lifted) of the non-projective parses."""
     parts = sorted(p for p in os.listdir(parts_dir) if p.endswith(".trees"))
     failures: list[str] = []
+    lifted: list[tuple[int, int]] = []
     with open(output + ".tmp", "wb") as out:
         for part in parts:
             with open(os.path.join(parts_dir, part), "rb") as f:
                 shutil.copyfileobj(f, out)
-            failures_path = os.path.join(parts_dir, part.removesuffix(".trees") + ".failures")
-            if os.path.exists(failures_path):
-                with open(failures_path, encoding="utf-8") as f:
+            stem = os.path.join(parts_dir, part.removesuffix(".trees"))
+            if os.path.exists(stem + ".failures"):
+                with open(stem + ".failures", encoding="utf-8") as f:
                     failures += f.read().splitlines()
+            if os.path.exists(stem + ".lifts"):
+                with open(stem + ".lifts", encoding="utf-8") as f:
+                    lifted += [tuple(map(int, line.split("\t"))) for line in f.read().splitlines()]
     if failures:
         _write_atomically(output + ".failures", "".join(line + "\n" for line in failures))
     elif os.path.exists(output + ".failures"):
         os.remove(output + ".failures")  # of an earlier run
     os.replace(output + ".tmp", output)
     shutil.rmtree(parts_dir)
-    return failures
+    return failures, lifted
 
 
 def _report_failures(failures: list[str], total: int, args) -> None:
@@ -216,6 +247,15 @@ def _report_failures(failures: list[str], total: int, args) -> None:
     print(f"tree-fairseq-parse: {len(failures)} of {total} lines ({100 * len(failures) / max(total, 1):.2f}%) "
           f"could not be parsed and got {args.on_failure} trees over their tokens: lines {shown} "
           f"(all in {args.output}.failures)", file=sys.stderr)
+
+
+def _report_lifts(lifted: list[tuple[int, int]], total: int) -> None:
+    if not lifted:
+        return
+    shown = ", ".join(str(line) for line, _ in lifted[:10]) + (", ..." if len(lifted) > 10 else "")
+    print(f"tree-fairseq-parse: {sum(count for _, count in lifted)} non-projective arcs lifted to their head's "
+          f"head in {len(lifted)} of {total} lines ({100 * len(lifted) / max(total, 1):.2f}%): lines {shown}",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ seconds, naming the command that fetches them.
 """
 
 import html
-import itertools
 import sys
 
 import requests
@@ -22,7 +21,7 @@ import torch
 from stanza.resources.common import (DEFAULT_MODEL_DIR, DEFAULT_RESOURCES_URL, get_language_resources,
                                      load_resources_json)
 
-from tree_fairseq.trees import Node, RawTree, Tree, TreeError, align, located, normalize
+from tree_fairseq.trees import RawTree, Tree, TreeError, align, located, normalize, tree_over_tokens
 
 # stanza.download adds mwt for a language that has it; a pipeline over
 # pretokenized text does not, see _load_pipeline.
@@ -110,37 +109,6 @@ def raw_tree(tree) -> RawTree:
         copy.children = [RawTree(child.label) for child in source.children]
         stack.extend(zip(source.children, copy.children))
     return root
-
-
-def tree_over_tokens(tree: Tree, tokens: list[str], token_words: list[list[str]]) -> Tree:
-    """The tree over ``tokens`` when its leaves are their words, ``token_words[k]``
-    those of token ``k`` (stanza's multi-word-token expansion).
-
-    A node keeps the tokens all of whose words it covers. Nodes left with one
-    token vanish and nodes left with the same span merge under the upper label;
-    as nodes nest over words they nest over tokens, so no spans cross. A token
-    of several words gets the tag of its first word (``zum`` = ``zu dem``: that
-    of ``zu``).
-    """
-    words = [word for words_of_token in token_words for word in words_of_token]
-    if words != list(tree.leaves):
-        raise TreeError(f"stanza's tree leaves {' '.join(tree.leaves)!r} "
-                        f"are not its words {' '.join(words)!r}")
-    first_token, last_token = [], []  # of a node that starts / ends at each word
-    for k, count in enumerate(map(len, token_words)):
-        first_token += [k] + [k + 1] * (count - 1)
-        last_token += [k - 1] * (count - 1) + [k]
-    label_of_span: dict[tuple[int, int], str] = {}
-    for node in reversed(tree.nodes):  # ancestors first: the upper label of a merged span wins
-        span = (first_token[node.start], last_token[node.end])
-        if span[1] > span[0]:
-            label_of_span.setdefault(span, node.label)
-    nodes = tuple(Node(label, s, e) for (s, e), label in label_of_span.items())
-    tags = None
-    if tree.tags is not None:
-        first_word = itertools.accumulate(map(len, token_words[:-1]), initial=0)
-        tags = tuple(tree.tags[j] for j in first_word)
-    return Tree(tuple(tokens), nodes, tags)
 
 
 def download_models(lang: str, model_dir: str) -> None:

@@ -1,7 +1,7 @@
 """Source trees: reading, normal form, alignment to corpus tokens, subword
 subtrees, trivial trees and tensors. Pure Python/torch; no fairseq here."""
 
-from tree_fairseq.trees.align import align, canonical
+from tree_fairseq.trees.align import align, canonical, tree_over_tokens, unescape
 from tree_fairseq.trees.bracketed import RawTree, TreeError, located, read_bracketed
 from tree_fairseq.trees.subwords import (
     SUBWORD_FORMATS, SUBWORD_LABEL, SUBWORD_LABELS, expand_subwords, group_pieces,
@@ -13,5 +13,5 @@ from tree_fairseq.trees.trivial import TRIVIAL_SHAPES, trivial_tree
 __all__ = [
     "Node", "RawTree", "SUBWORD_FORMATS", "SUBWORD_LABEL", "SUBWORD_LABELS", "TRIVIAL_SHAPES", "Tree", "TreeError",
     "align", "canonical", "expand_subwords", "group_pieces", "located", "node_tensors",
-    "normalize", "parse_tree", "read_bracketed", "trivial_tree",
+    "normalize", "parse_tree", "read_bracketed", "tree_over_tokens", "trivial_tree", "unescape",
 ]

@@ -13,6 +13,7 @@ normal form (NFC vs NFD) is an error that says so.
 """
 
 import html
+import itertools
 import unicodedata
 
 from tree_fairseq.trees.bracketed import TreeError
@@ -28,15 +29,20 @@ _CHARACTER_FORMS = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "
                                   "\u2019": "'", "\u00ab": '"', "\u00bb": '"'})
 
 
-def canonical(token: str) -> str:
-    """The form in which a parser leaf and a corpus token are compared."""
+def unescape(token: str) -> str:
+    """The token as a parser should read it: PTB escapes (``-LRB-``, ````) and Moses escapes
+    (``&apos;``) undone, case and characters kept."""
     token = _PTB_ESCAPES.get(token, token)
     if "-" in token:
         for escape, bracket in _BRACKET_ESCAPES:
             token = token.replace(escape, bracket)
     # Moses escapes are HTML entities (&apos; &quot; &amp; &lt; &gt; &#91; &#93; &#124;).
-    token = html.unescape(token)
-    return "".join(token.translate(_CHARACTER_FORMS).lower().split())
+    return html.unescape(token)
+
+
+def canonical(token: str) -> str:
+    """The form in which a parser leaf and a corpus token are compared."""
+    return "".join(unescape(token).translate(_CHARACTER_FORMS).lower().split())
 
 
 def align(tree: Tree, tokens: list[str], retokenized: bool = True) -> Tree:
@@ -120,3 +126,34 @@ def _first_difference(leaves, tokens) -> str:
         if canonical(leaf) != canonical(token):
             return f"leaf {i + 1} is {leaf!r} but token {i + 1} is {token!r}"
     return f"{len(leaves)} leaves but {len(tokens)} tokens"
+
+
+def tree_over_tokens(tree: Tree, tokens: list[str], token_words: list[list[str]]) -> Tree:
+    """The tree over ``tokens`` when its leaves are their words, ``token_words[k]``
+    those of token ``k`` (a parser's multi-word-token expansion: German ``zum`` parsed as ``zu dem``).
+
+    A node keeps the tokens all of whose words it covers. Nodes left with one
+    token vanish and nodes left with the same span merge under the upper label;
+    as nodes nest over words they nest over tokens, so no spans cross. A token
+    of several words gets the tag of its first word (``zum`` = ``zu dem``: that
+    of ``zu``).
+    """
+    words = [word for words_of_token in token_words for word in words_of_token]
+    if words != list(tree.leaves):
+        raise TreeError(f"the tree's leaves {' '.join(tree.leaves)!r} "
+                        f"are not the words {' '.join(words)!r}")
+    first_token, last_token = [], []  # of a node that starts / ends at each word
+    for k, count in enumerate(map(len, token_words)):
+        first_token += [k] + [k + 1] * (count - 1)
+        last_token += [k - 1] * (count - 1) + [k]
+    label_of_span: dict[tuple[int, int], str] = {}
+    for node in reversed(tree.nodes):  # ancestors first: the upper label of a merged span wins
+        span = (first_token[node.start], last_token[node.end])
+        if span[1] > span[0]:
+            label_of_span.setdefault(span, node.label)
+    nodes = tuple(Node(label, s, e) for (s, e), label in label_of_span.items())
+    tags = None
+    if tree.tags is not None:
+        first_word = itertools.accumulate(map(len, token_words[:-1]), initial=0)
+        tags = tuple(tree.tags[j] for j in first_word)
+    return Tree(tuple(tokens), nodes, tags)
