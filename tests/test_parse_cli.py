@@ -119,4 +119,5 @@ def test_stanza_without_models_stops_with_the_fetch_command(tmp_path, monkeypatc
 def test_console_script_help():
     result = subprocess.run([sys.executable, "-m", "tree_fairseq.cli.parse", "--help"],
                             capture_output=True, text=True, check=True)
-    assert "--parser {stanza,bracketed,balanced,left,right}" in result.stdout
+    assert "--parser {stanza,spacy,bracketed,conllu,balanced,left,right}" in result.stdout
+    assert "--spacy-model NAME_OR_PATH" in result.stdout and "--dependency-tree-shape {layered,flat}" in result.stdout

