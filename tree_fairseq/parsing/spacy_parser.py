@@ -13,6 +13,8 @@ coarse ``pos_`` where a pipeline has none) is its preterminal.
 The pipeline is a package name or a directory, loaded with ``spacy.load``; nothing is downloaded.
 """
 
+from collections.abc import Iterator
+
 import spacy
 from spacy.tokens import Doc
 
@@ -35,15 +37,16 @@ class SpacyParser:
         self.version = f"{self.nlp.meta.get('lang')}_{self.nlp.meta.get('name')}-{self.nlp.meta.get('version')}"
 
     def parse(self, sentences: list[list[str]], first_line: int, source: str) -> list[Tree]:
-        docs = (self.doc(tokens) for tokens in sentences)
-        trees = []
-        for line, (tokens, doc) in enumerate(zip(sentences, self.nlp.pipe(docs, batch_size=self.batch_size)),
-                                             start=first_line):
-            parse = DependencyParse(tuple(tokens), tuple(-1 if token.head.i == token.i else token.head.i for token in doc),
-                                    tuple(token.pos_ for token in doc), tuple(token.tag_ for token in doc))
-            trees.append(self.dependency.tree(parse, tokens, line,
-                                              lambda error, line=line: located(error, source, line)))
-        return trees
+        return [self.dependency.tree(parse, tokens, line, lambda error, line=line: located(error, source, line))
+                for line, (tokens, parse) in enumerate(zip(sentences, self.dependency_parses(sentences)),
+                                                       start=first_line)]
+
+    def dependency_parses(self, sentences: list[list[str]]) -> Iterator[DependencyParse]:
+        """The pipeline's parse of each sentence, over its tokens as given."""
+        docs = self.nlp.pipe((self.doc(tokens) for tokens in sentences), batch_size=self.batch_size)
+        for tokens, doc in zip(sentences, docs):
+            yield DependencyParse(tuple(tokens), tuple(-1 if token.head.i == token.i else token.head.i for token in doc),
+                                  tuple(token.pos_ for token in doc), tuple(token.tag_ for token in doc))
 
     def doc(self, tokens: list[str]) -> Doc:
         """The unparsed Doc of one line: its tokens unescaped, one sentence."""
