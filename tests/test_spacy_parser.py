@@ -3,12 +3,16 @@
 Moses does (``l&apos; homme``), lowercased as IWSLT's recipe makes them."""
 
 import json
+import subprocess
+import sys
 
 import pytest
+import torch
+from fairseq import options, tasks
 
 spacy = pytest.importorskip("spacy", reason="spaCy is not installed: pip install -e '.[test]'")
 
-from helpers import train_and_generate  # noqa: E402
+from helpers import USER_DIR, subprocess_env, train_and_generate  # noqa: E402
 
 from tree_fairseq.cli import parse as parse_cli  # noqa: E402
 from tree_fairseq.cli import preprocess as preprocess_cli  # noqa: E402
@@ -165,29 +169,71 @@ def test_a_pipeline_that_is_not_installed_is_named(tmp_path):
     assert "--parser spacy needs --spacy-model" in str(exit_info.value.code)
 
 
-def test_a_tree_transformer_learns_from_the_spacy_data_bin(tmp_path, french_trees):
-    """Through tree-fairseq-preprocess into a data-bin; a tiny tree transformer learns to copy
-    the French sentences (its training loss falls by half) and translates the test split."""
-    text = tmp_path / "text"
-    text.mkdir()
-    splits = {"train": FRENCH * 4, "valid": FRENCH[:8], "test": FRENCH[8:16]}
-    trees = {"train": french_trees * 4, "valid": french_trees[:8], "test": french_trees[8:16]}
-    for split, lines in splits.items():
-        for suffix, content in (("fr", lines), ("en", lines), ("tree.fr", trees[split])):
+@pytest.fixture(scope="module")
+def spacy_databin(tmp_path_factory, french_trees):
+    """The French sentences and their spaCy trees through tree-fairseq-preprocess: a copy task
+    (target = source), train = the sentences four times, valid and test 8 of them each."""
+    text = tmp_path_factory.mktemp("spacy_text")
+    splits = {"train": (FRENCH * 4, french_trees * 4), "valid": (FRENCH[:8], french_trees[:8]),
+              "test": (FRENCH[8:16], french_trees[8:16])}
+    for split, (lines, trees) in splits.items():
+        for suffix, content in (("fr", lines), ("en", lines), ("tree.fr", trees)):
             (text / f"{split}.{suffix}").write_text("".join(line + "\n" for line in content), encoding="utf-8")
-    databin = tmp_path / "bin"
+    databin = tmp_path_factory.mktemp("spacy_bin") / "bin"
     preprocess_cli.main(["--source-lang", "fr", "--target-lang", "en", "--trainpref", str(text / "train"),
                          "--validpref", str(text / "valid"), "--testpref", str(text / "test"),
                          "--destdir", str(databin), "--joined-dictionary", "--workers", "1"])
-    labels = (databin / "dict.fr.nodes.txt").read_text(encoding="utf-8").split()[::2]
-    assert {"NP", "VP"} <= set(labels)
-    output = train_and_generate(databin, tmp_path / "ck", "tree_transformer_tiny", "--log-format", "json",
+    return databin
+
+
+@pytest.fixture(scope="module")
+def trained(spacy_databin, tmp_path_factory):
+    """A tiny tree transformer trained on the spaCy data-bin; (save dir, fairseq-generate's output)."""
+    save_dir = tmp_path_factory.mktemp("spacy_checkpoints")
+    output = train_and_generate(spacy_databin, save_dir, "tree_transformer_tiny", "--log-format", "json",
                                 "--log-interval", "10", "--dropout", "0.0", "--seed", "1", max_update=MAX_UPDATE)
-    losses = [float(record["train_loss"]) for record in _json_records(tmp_path / "ck" / "train.log")
+    return save_dir, output
+
+
+def test_a_tree_transformer_learns_from_the_spacy_data_bin(spacy_databin, trained):
+    labels = (spacy_databin / "dict.fr.nodes.txt").read_text(encoding="utf-8").split()[::2]
+    assert {"NP", "VP"} <= set(labels)
+    save_dir, output = trained
+    losses = [float(record["train_loss"]) for record in _json_records(save_dir / "train.log")
               if "train_loss" in record]  # per epoch
     assert len(losses) >= 2 and losses[-1] < losses[0] / 2, losses
-    hypotheses = [line for line in output.splitlines() if line.startswith("H-")]
-    assert len(hypotheses) == len(splits["test"])
+    assert len([line for line in output.splitlines() if line.startswith("H-")]) == 8
+
+
+def test_inference_parser_spacy_makes_the_data_bin_trees(spacy_databin):
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(spacy_databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
+        "--inference-parser", "spacy", "--inference-spacy-model", PIPELINE])
+    task = tasks.setup_task(args)
+    task.load_dataset("test")
+    dataset = task.dataset("test")
+    sources = [dataset[i]["source"] for i in range(len(dataset))]
+    inference = task.build_dataset_for_inference(sources, [len(source) for source in sources])
+    for i in range(len(dataset)):
+        assert torch.equal(inference[i]["node_labels"], dataset[i]["node_labels"].long())
+        assert torch.equal(inference[i]["node_spans"], dataset[i]["node_spans"].long())
+    assert task.inference_trees.labels_unknown == {}
+
+
+def test_fairseq_interactive_with_spacy_translates_as_the_data_bin_trees(spacy_databin, trained):
+    save_dir, output = trained
+    generated = {int(line.split("\t")[0][2:]): line.split("\t")[2] for line in output.splitlines()
+                 if line.startswith("H-")}
+    test_lines = FRENCH[8:16]
+    result = subprocess.run([
+        sys.executable, "-m", "fairseq_cli.interactive", str(spacy_databin), "--user-dir", USER_DIR, "--task",
+        "tree_translation", "--path", str(save_dir / "checkpoint_last.pt"), "--source-lang", "fr",
+        "--target-lang", "en", "--inference-parser", "spacy", "--inference-spacy-model", PIPELINE, "--cpu",
+        "--beam", "3", "--max-len-a", "0", "--max-len-b", "10", "--buffer-size", "8", "--batch-size", "8",
+    ], input="".join(line + "\n" for line in test_lines), capture_output=True, text=True, env=subprocess_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    translated = [line.split("\t")[2] for line in result.stdout.splitlines() if line.startswith("H-")]
+    assert translated == [generated[i] for i in range(len(test_lines))]
 
 
 def _json_records(log):

@@ -30,7 +30,7 @@ from tree_fairseq.trees import SUBWORD_LABELS, TreeError, align, expand_subwords
 logger = logging.getLogger(__name__)
 
 # Parsers that need no file beside the sentences.
-INFERENCE_PARSERS = ("stanza", "balanced", "left", "right")
+INFERENCE_PARSERS = ("stanza", "spacy", "balanced", "left", "right")
 # Distinct labels a real parser must have given, all unseen in training, before its label set is
 # called disjoint from the training data's (a trivial parser's set is known from its first node).
 _DISJOINT_AFTER = 3
@@ -42,14 +42,19 @@ class InferenceTrees:
     ``parser`` is a parser name of :data:`INFERENCE_PARSERS` (built on first use, so a task that
     never translates raw text never loads stanza) or a :class:`~tree_fairseq.parsing.Parser`.
     Use the parser the training data was parsed with, and its ``subword_label`` (one of
-    :data:`~tree_fairseq.trees.SUBWORD_LABELS`, as tree-fairseq-preprocess --subword-label).
+    :data:`~tree_fairseq.trees.SUBWORD_LABELS`, as tree-fairseq-preprocess --subword-label);
+    for ``spacy`` its pipeline (``spacy_model``) and ``dependency_shape``, as tree-fairseq-parse.
     """
 
     def __init__(self, src_dict: Dictionary, node_dict: Dictionary, parser: str | Parser,
                  subword_format: str = "subword_nmt", lang: str | None = None,
-                 parser_model_dir: str | None = None, subword_label: str = "pos"):
+                 parser_model_dir: str | None = None, subword_label: str = "pos",
+                 spacy_model: str | None = None, dependency_shape: str = "layered"):
         if isinstance(parser, str) and parser not in INFERENCE_PARSERS:
             raise ValueError(f"parser {parser!r} cannot parse raw text; one of {INFERENCE_PARSERS}")
+        if parser == "spacy" and not spacy_model:
+            raise ValueError("--inference-parser spacy needs --inference-spacy-model NAME_OR_PATH (the pipeline "
+                             "the training data was parsed with)")
         if subword_label not in SUBWORD_LABELS:
             raise ValueError(f"unknown subword label {subword_label!r}; one of {SUBWORD_LABELS}")
         self.src_dict = src_dict
@@ -59,6 +64,8 @@ class InferenceTrees:
         self._parser = parser
         self._lang = lang
         self._parser_model_dir = parser_model_dir
+        self._spacy_model = spacy_model
+        self._dependency_shape = dependency_shape
         self._trees: dict[tuple[int, ...], tuple[Tensor, Tensor]] = {}
         self.labels_seen: Counter = Counter()  # every node label encoded so far
         self.labels_unknown: Counter = Counter()  # those unseen in training
@@ -67,7 +74,8 @@ class InferenceTrees:
     @property
     def parser(self) -> Parser:
         if isinstance(self._parser, str):
-            self._parser = make_parser(self._parser, lang=self._lang, model_dir=self._parser_model_dir)
+            self._parser = make_parser(self._parser, lang=self._lang, model_dir=self._parser_model_dir,
+                                       spacy_model=self._spacy_model, dependency_shape=self._dependency_shape)
         return self._parser
 
     def dataset(self, src_tokens: list[Tensor], src_lengths: list[int], tgt_dict: Dictionary | None = None,

@@ -16,6 +16,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from tree_fairseq.data import TreePairDataset, load_node_dictionary, load_tree_streams
 from tree_fairseq.data.inference import INFERENCE_PARSERS, InferenceTrees
 from tree_fairseq.trees import SUBWORD_FORMATS, SUBWORD_LABELS
+from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
 
 logger = logging.getLogger(__name__)
 
@@ -28,11 +29,20 @@ class TreeTranslationConfig(TranslationConfig):
 
     inference_parser: ChoiceEnum(INFERENCE_PARSERS) = field(
         default="stanza",
-        metadata={"help": "parser of raw source sentences (fairseq-interactive): stanza or a trivial tree "
-                          "(balanced, left, right); use the one the training data was parsed with"},
+        metadata={"help": "parser of raw source sentences (fairseq-interactive): stanza, spacy "
+                          "(--inference-spacy-model) or a trivial tree (balanced, left, right); use the one the "
+                          "training data was parsed with"},
     )
     inference_parser_model_dir: Optional[str] = field(
         default=None, metadata={"help": "stanza's model directory for --inference-parser stanza"}
+    )
+    inference_spacy_model: Optional[str] = field(
+        default=None, metadata={"help": "the spaCy pipeline (package name or directory) for --inference-parser "
+                                        "spacy, as tree-fairseq-parse --spacy-model"}
+    )
+    inference_dependency_tree_shape: ChoiceEnum(DEPENDENCY_TREE_SHAPES) = field(
+        default="layered", metadata={"help": "phrase structure of --inference-parser spacy's dependency parses, "
+                                             "as tree-fairseq-parse --dependency-tree-shape"}
     )
     subword_format: ChoiceEnum(SUBWORD_FORMATS) = field(
         default="subword_nmt",
@@ -58,7 +68,8 @@ class TreeTranslationTask(TranslationTask):
         self.inference_trees = InferenceTrees(
             src_dict, self.node_dict, str(cfg.inference_parser), subword_format=str(cfg.subword_format),
             subword_label=str(cfg.subword_label), lang=cfg.source_lang,
-            parser_model_dir=cfg.inference_parser_model_dir,
+            parser_model_dir=cfg.inference_parser_model_dir, spacy_model=cfg.inference_spacy_model,
+            dependency_shape=str(cfg.inference_dependency_tree_shape),
         )
 
     @property
