@@ -39,7 +39,9 @@ COMMANDS = {
     "install": "python3 -m venv .venv",
     "test": ".venv/bin/python -m pytest",
     "parse_stanza": "tree-fairseq-parse --parser stanza",
+    "parse_spacy": "tree-fairseq-parse --parser spacy",
     "parse_bracketed": "tree-fairseq-parse --parser bracketed",
+    "parse_conllu": "tree-fairseq-parse --parser conllu",
     "parse_balanced": "tree-fairseq-parse --parser balanced",
     "preprocess": "tree-fairseq-preprocess",
     "interactive": "fairseq-interactive",
@@ -296,6 +298,26 @@ def test_readme_parse_bracketed(tmp_path):
     trees = [parse_tree(line) for line in (tmp_path / "train.tree.de").read_text().splitlines()]
     assert [" ".join(tree.leaves) for tree in trees] == ["das haus ist klein .", "er sagt -LRB- nichts -RRB- ."]
     assert {(node.label, node.start, node.end) for node in trees[0].nodes} >= {("NP", 0, 1), ("VP", 2, 3)}
+
+
+def test_readme_parse_spacy(tmp_path):
+    pytest.importorskip("spacy", reason="spaCy is not installed: pip install -e '.[test]'")
+    (tmp_path / "train.tok.fr").write_text("le chat dort sur le canapé .\nil a vu l&apos; homme .\n")
+    succeeded(bash(readme_command("parse_spacy"), tmp_path))
+    trees = [parse_tree(line) for line in (tmp_path / "train.tree.fr").read_text().splitlines()]
+    assert [" ".join(tree.leaves) for tree in trees] == ["le chat dort sur le canapé .", "il a vu l&apos; homme ."]
+    assert all(tree.tags and len(tree.nodes) >= 2 for tree in trees)
+
+
+def test_readme_parse_conllu(tmp_path):
+    (tmp_path / "train.tok.de").write_text("das haus ist klein .\n")
+    (tmp_path / "parser-output.conllu").write_text(
+        "# text = Das Haus ist klein.\n1\tDas\tder\tDET\tART\t_\t2\tdet\t_\t_\n"
+        "2\tHaus\tHaus\tNOUN\tNN\t_\t4\tnsubj\t_\t_\n3\tist\tsein\tAUX\tVAFIN\t_\t4\tcop\t_\t_\n"
+        "4\tklein\tklein\tADJ\tADJD\t_\t0\troot\t_\tSpaceAfter=No\n5\t.\t.\tPUNCT\t$.\t_\t4\tpunct\t_\t_\n\n")
+    succeeded(bash(readme_command("parse_conllu"), tmp_path))
+    assert (tmp_path / "train.tree.de").read_text().splitlines() == [
+        "(ADJP (NP (ART das) (NN haus)) (VAFIN ist) (ADJD klein) ($. .))"]
 
 
 def test_readme_parse_stanza(tmp_path):
