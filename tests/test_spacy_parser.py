@@ -266,3 +266,20 @@ def test_the_recipe_passes_the_spacy_pipeline_through(tmp_path, french_trees):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert (tmp_path / "work" / "trees" / "test.tree.de").read_text(encoding="utf-8").splitlines() == french_trees
     assert (tmp_path / "work" / "data-bin" / "de-en" / "dict.de.nodes.txt").exists()
+
+
+def test_parser_f1_script_scores_both_shapes_against_gold_trees(tmp_path):
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(ROOT (SENT (NP (DET le) (NC chat) (AP (ADJ noir))) (VN (V dort)) (PP (P sur) (NP (DET le) "
+                    "(NC canapé))) (PONCT .)))\n( (SENT (NP (DET les) (NC enfants)) (VN (V jouent)) (PP (P dans) "
+                    "(NP (DET le) (NC jardin))) (PONCT .)) )\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "parser_f1.py"), "--spacy-model", PIPELINE,
+                             "--gold", str(gold), "--lowercase"], capture_output=True, text=True, env=subprocess_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {line.split(" | ")[0].lstrip("| "): float(line.split(" | ")[1]) for line in result.stdout.splitlines()
+            if line.startswith("| ") and not line.startswith("| trees")}
+    assert set(rows) == {"balanced trees", "left trees", "right trees"} | {
+        f"spaCy, {shape}, {case} input" for shape in ("layered", "flat") for case in ("cased", "lowercased")}
+    # Both gold trees have an NP and a PP below the sentence that head projection recovers.
+    assert rows["spaCy, layered, cased input"] > rows["balanced trees"]
+    assert "2 gold trees" in result.stdout and "sentences/s" in result.stdout
