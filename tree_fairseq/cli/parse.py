@@ -17,6 +17,9 @@ input (and ``--trees``) hold the same bytes, whatever their size and time stamp
 say, and the options are the same; anything else in ``OUTPUT.parts/`` is
 discarded. Options are checked before anything is written.
 
+One run at a time writes an output: a second run on the same ``--output`` is refused while the
+first holds ``OUTPUT.lock``. The output cannot be the input (or ``--trees``) file, nor a device.
+
 ``--on-failure``: a sentence the parser could not parse (stanza gave no tree; a
 ``--trees`` line that is empty, ``null``, ``( )`` or broken) stops the run by
 default; ``balanced``/``left``/``right`` give it that trivial tree over its
@@ -35,6 +38,7 @@ import sys
 
 from tqdm import tqdm
 
+from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.parsing import ON_FAILURE, PARSERS, check_parser_options, make_parser
 from tree_fairseq.trees import TreeError
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
@@ -103,10 +107,45 @@ def parse_file(args: argparse.Namespace) -> None:
     # Everything that can be refused is refused before OUTPUT.parts/ is touched.
     check_parser_options(args.parser, lang=args.lang, trees=args.trees, spacy_model=args.spacy_model)
     for flag, path in (("--input", args.input), ("--trees", args.trees)):
+        if path is not None and os.path.exists(path) and not os.path.isfile(path):
+            raise ValueError(f"{flag} {path} is not a regular file (a pipe or a device): it is read twice, "
+                             "once to fingerprint it for resuming; write it to a file first")
         if path is not None and not os.path.isfile(path):
             raise ValueError(f"{flag} {path}: no such file")
+    _check_output(args)
+    with output_lock(args.output, "--output"):
+        _parse_file(args)
+
+
+def _check_output(args: argparse.Namespace) -> None:
+    """The output is a regular file path of its own: not a directory or device, not the input."""
     if os.path.isdir(args.output):
         raise ValueError(f"--output {args.output} is a directory")
+    if args.output == "-" or (os.path.exists(args.output) and not os.path.isfile(args.output)) or \
+            _leads_to_a_device(args.output):
+        raise ValueError(f"--output {args.output} is not a regular file: give a file path (the trees are written "
+                         "there once complete, with the work in OUTPUT.parts/ beside it)")
+    for flag, path in (("--input", args.input), ("--trees", args.trees)):
+        if path is not None and os.path.realpath(path) == os.path.realpath(args.output):
+            raise ValueError(f"--output {args.output} is the {flag} file: it would be replaced by the trees; "
+                             "write them elsewhere")
+
+
+def _leads_to_a_device(path: str) -> bool:
+    """Whether ``path`` or a link it leads through is in /dev or /proc (``/dev/stdout`` resolves to
+    whatever the standard output is, a regular file when it is redirected: replacing the link
+    would break the device for every later program)."""
+    path = os.path.abspath(path)
+    for _ in range(40):
+        if path.startswith(("/dev/", "/proc/")):
+            return True
+        if not os.path.islink(path):
+            return False
+        path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+    return True  # a loop of links
+
+
+def _parse_file(args: argparse.Namespace) -> None:
     parts_dir = args.output + ".parts"
     total, input_fingerprint = _fingerprint(args.input)
     manifest = {"input": [os.path.abspath(args.input), input_fingerprint],

@@ -14,6 +14,7 @@ the BPE pieces of each source line must spell that line's tree leaves. Any
 mismatch stops the run with the file and line. Everything is written to a
 staging folder beside --destdir and moved there only when complete, so a run
 that fails leaves nothing behind and the same command can simply be run again.
+One run at a time writes a --destdir (``DESTDIR.lock``): a second is refused.
 
 A word split into several pieces gets a node over them labelled with the
 word's part-of-speech tag, the preterminal of its tree (Nguyen et al., ICLR
@@ -36,11 +37,11 @@ from fairseq.data import Dictionary
 from fairseq_cli import preprocess as fairseq_preprocess
 from tqdm import tqdm
 
+from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.data import TreeStreamWriter, node_dictionary_path, tree_stream_prefix
 from tree_fairseq.trees import (
     SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
 )
-
 from tree_fairseq.trees.textio import utf8_lines
 
 logger = logging.getLogger("tree_fairseq.preprocess")
@@ -85,6 +86,14 @@ def main(argv=None):
 
 
 def run(args):
+    """One run at a time per --destdir: a second is refused while the first holds DESTDIR.lock."""
+    destdir = os.path.abspath(args.destdir)
+    os.makedirs(os.path.dirname(destdir), exist_ok=True)
+    with output_lock(destdir, "--destdir"):
+        _run(args)
+
+
+def _run(args):
     splits = _splits(args)
     _check_options(args, splits)
     for _, prefix in splits:

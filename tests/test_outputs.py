@@ -1,0 +1,133 @@
+"""Outputs that cannot be silently wrong: one run at a time per output (tree-fairseq-parse
+--output, tree-fairseq-preprocess --destdir), no output over an input or onto a device, and a
+line break other than LF inside a line refused by every reader of the corpus."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tree_fairseq.cli import parse as parse_cli
+from tree_fairseq.cli import preprocess as preprocess_cli
+from tree_fairseq.cli.locking import output_lock
+
+
+def _parse(tmp_path, *args, output=None):
+    parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(output or tmp_path / "trees"), *args])
+
+
+def _refused(function, *args, **kwargs):
+    with pytest.raises(SystemExit) as exit_info:
+        function(*args, **kwargs)
+    return str(exit_info.value.code)
+
+
+def test_a_second_parse_run_on_the_same_output_is_refused_naming_the_first(tmp_path):
+    lines = [f"w{i} x{i} y{i} z{i}" for i in range(400)]
+    (tmp_path / "text").write_text("".join(line + "\n" for line in lines))
+    command = [sys.executable, "-m", "tree_fairseq.cli.parse", "--input", str(tmp_path / "text"), "--output",
+               str(tmp_path / "trees"), "--parser", "balanced", "--chunk-size", "1"]
+    first = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "trees.lock").exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "trees.lock").exists(), "the first run never took its lock"
+    message = _refused(_parse, tmp_path, "--parser", "left")
+    assert f"--output {tmp_path / 'trees'} is being written by another run (process {first.pid}" in message
+    assert first.wait(timeout=300) == 0, first.stderr.read()
+    trees = (tmp_path / "trees").read_text().splitlines()
+    assert len(trees) == len(lines) and trees[0] == "(X (X w0 x0) (X y0 z0))"  # the first run's trees, all
+    assert not (tmp_path / "trees.lock").exists()
+
+
+def test_a_lock_of_a_dead_run_is_taken_over(tmp_path, capsys):
+    (tmp_path / "text").write_text("a b c\n")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / "trees.lock").write_text(json.dumps({"pid": int(dead.stdout), "host": socket.gethostname(),
+                                                      "started": "then", "command": "killed"}))
+    _parse(tmp_path, "--parser", "balanced")
+    assert (tmp_path / "trees").read_text() == "(X (X a b) c)\n"
+    assert "taking over the lock" in capsys.readouterr().err
+    assert not (tmp_path / "trees.lock").exists()
+
+
+def test_a_lock_is_released_when_the_run_fails(tmp_path):
+    with pytest.raises(RuntimeError):
+        with output_lock(str(tmp_path / "out"), "--output"):
+            raise RuntimeError
+    assert not (tmp_path / "out.lock").exists()
+
+
+def test_the_output_cannot_be_the_input_or_a_device(tmp_path):
+    (tmp_path / "text").write_text("a b c\n")
+    (tmp_path / "parsed").write_text("(S a b c)\n")
+    assert "is the --input file" in _refused(_parse, tmp_path, "--parser", "balanced", output=tmp_path / "text")
+    os.symlink(tmp_path / "text", tmp_path / "link")
+    assert "is the --input file" in _refused(_parse, tmp_path, "--parser", "balanced", output=tmp_path / "link")
+    assert "is the --trees file" in _refused(_parse, tmp_path, "--parser", "bracketed", "--trees",
+                                             str(tmp_path / "parsed"), output=tmp_path / "parsed")
+    # Links of our own to the devices: were the check to fail, the run would replace these links,
+    # not the machine's /dev/stdout and /dev/null.
+    os.symlink("/dev/stdout", tmp_path / "stdout")
+    os.symlink("/proc/self/fd/1", tmp_path / "fd1")
+    os.symlink("/dev/null", tmp_path / "null")
+    for device in ("stdout", "fd1", "null"):
+        assert "is not a regular file" in _refused(_parse, tmp_path, "--parser", "balanced", output=tmp_path / device)
+        assert os.path.islink(tmp_path / device)
+    assert "is not a regular file" in _refused(_parse, tmp_path, "--parser", "balanced", output="-")
+    assert (tmp_path / "text").read_text() == "a b c\n" and (tmp_path / "parsed").read_text() == "(S a b c)\n"
+
+
+def test_a_pipe_as_input_is_refused_as_such(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    message = _refused(parse_cli.main, ["--input", str(tmp_path / "fifo"), "--output", str(tmp_path / "trees"),
+                                        "--parser", "balanced"])
+    assert "is not a regular file (a pipe or a device)" in message
+
+
+@pytest.mark.parametrize("char", ["\r", "\u2028", "\x0b"])
+def test_a_line_break_inside_a_line_stops_parse_naming_file_and_line(tmp_path, char):
+    (tmp_path / "text").write_text(f"a b\nc{char}d e\nf g\n", encoding="utf-8", newline="")
+    message = _refused(_parse, tmp_path, "--parser", "balanced")
+    assert f"{tmp_path / 'text'}:2: U+{ord(char):04X} inside the line" in message
+    assert not (tmp_path / "trees").exists()
+
+
+def test_crlf_line_endings_are_line_endings(tmp_path):
+    (tmp_path / "text").write_bytes(b"a b c\r\nd e\r\n")
+    _parse(tmp_path, "--parser", "right")
+    assert (tmp_path / "trees").read_text().splitlines() == ["(X a (X b c))", "(X d e)"]
+
+
+def _corpus(directory, source_lines):
+    directory.mkdir(exist_ok=True)
+    (directory / "train.de").write_text("".join(line + "\n" for line in source_lines), encoding="utf-8", newline="")
+    (directory / "train.en").write_text("".join(f"t{i}\n" for i in range(len(source_lines))))
+    (directory / "train.tree.de").write_text("".join(f"(X {' '.join(line.split())})\n" for line in source_lines),
+                                             encoding="utf-8")
+
+
+def _preprocess(directory, destdir):
+    preprocess_cli.main(["--source-lang", "de", "--target-lang", "en", "--trainpref", str(directory / "train"),
+                         "--destdir", str(destdir), "--workers", "1"])
+
+
+def test_preprocess_refuses_a_carriage_return_inside_a_line(tmp_path):
+    _corpus(tmp_path / "text", ["a b", "c\rd", "e f"])
+    message = _refused(_preprocess, tmp_path / "text", tmp_path / "bin")
+    assert f"{tmp_path / 'text' / 'train.de'}:2: U+000D inside the line" in message
+    assert not (tmp_path / "bin").exists()
+
+
+def test_a_second_preprocess_run_on_the_same_destdir_is_refused(tmp_path):
+    _corpus(tmp_path / "text", ["a b", "c d"])
+    with output_lock(str(tmp_path / "bin"), "--destdir"):
+        message = _refused(_preprocess, tmp_path / "text", tmp_path / "bin")
+    assert f"--destdir {tmp_path / 'bin'} is being written by another run (process {os.getpid()}" in message
+    assert not (tmp_path / "bin").exists()
+    _preprocess(tmp_path / "text", tmp_path / "bin")
+    assert (tmp_path / "bin" / "dict.de.nodes.txt").exists() and not (tmp_path / "bin.lock").exists()

@@ -1,0 +1,74 @@
+"""One run at a time per output: two runs writing the same output would mix their work.
+
+A run holds ``OUTPUT.lock`` (created atomically, holding its process id, host, start time and
+command) while it writes OUTPUT, and removes it when it ends, however it ends. A second run on
+the same output is refused, naming the first. A lock left by a run that died without removing it
+(killed with SIGKILL, a machine that went down) is taken over when its process no longer runs on
+this host; a lock of another host is never taken over (the message says how to remove it).
+"""
+
+import json
+import os
+import socket
+import sys
+import time
+from contextlib import contextmanager
+
+
+@contextmanager
+def output_lock(output: str, option: str):
+    """Hold ``output + ".lock"`` for the body; ValueError when another live run holds it.
+    ``option`` names the output in messages (``--output``, ``--destdir``)."""
+    lock = os.path.abspath(output) + ".lock"
+    _acquire(lock, output, option)
+    try:
+        yield
+    finally:
+        try:
+            os.remove(lock)
+        except FileNotFoundError:
+            pass
+
+
+def _acquire(lock: str, output: str, option: str) -> None:
+    record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                         "command": " ".join(sys.argv)})
+    for _ in range(2):
+        try:
+            descriptor = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            holder = _holder(lock)
+            if holder is not None and not _alive(holder):
+                print(f"{lock}: taking over the lock of run {holder.get('pid')}, which no longer runs", file=sys.stderr)
+                os.remove(lock)
+                continue
+            about = (f"process {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}: "
+                     f"{holder.get('command')}" if holder else "a run whose lock file cannot be read")
+            raise ValueError(f"{option} {output} is being written by another run ({about}); wait for it to end, "
+                             f"or remove {lock} if no such run is alive") from None
+        with os.fdopen(descriptor, "w", encoding="utf-8") as f:
+            f.write(record)
+        return
+    raise ValueError(f"{option} {output}: cannot take {lock}")
+
+
+def _holder(lock: str) -> dict | None:
+    try:
+        with open(lock, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(holder: dict) -> bool:
+    """Whether the run of a lock still runs: its process exists on this host (another host's
+    cannot be checked: taken as running)."""
+    if holder.get("host") != socket.gethostname():
+        return True
+    try:
+        os.kill(int(holder.get("pid")), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, TypeError, ValueError):
+        return True
+    return True
