@@ -114,7 +114,7 @@ def test_score_refuses_a_subset_and_names_the_missing_sentences(tmp_path, tiny_d
     from tree_fairseq.cli import score
 
     output = write_generate_output(tmp_path / "generate-test.txt", [0, 1, 2, 5, 6])
-    cover = score.coverage(score.read_generate_ids(str(output)), score.split_size(str(tiny_databin), "test"))
+    cover = score.coverage(score.read_generate_ids(str(output)), len(score.split_sources(str(tiny_databin), "test")))
     assert cover == {"scored": 5, "split": 40, "missing": [3, 4] + list(range(7, 40))}
     with pytest.raises(ValueError, match=r"hypotheses for 5 of the 40 sentences of .*: 35 missing \(ids 3, 4, 7, "):
         score.check_coverage(cover, allow_subset=False)
@@ -122,6 +122,31 @@ def test_score_refuses_a_subset_and_names_the_missing_sentences(tmp_path, tiny_d
     # without the data-bin, a gap in the ids is still seen
     with pytest.raises(SystemExit, match="hypotheses for 5 of the 7 sentences .* 2 missing \\(ids 3, 4\\)"):
         score.main(["--generate-output", str(output), "--metrics", "tokbleu"])
+
+
+def test_score_refuses_the_output_of_another_split(tmp_path, tiny_databin):
+    from tree_fairseq.cli import score
+
+    sources = score.split_sources(str(tiny_databin), "test")
+    valid = score.split_sources(str(tiny_databin), "valid")
+    assert len(sources) == 40 and "@@" in " ".join(sources)
+
+    def output(texts, ids):  # as fairseq-generate --remove-bpe writes it
+        path = tmp_path / "generate.txt"
+        path.write_text("".join(f"S-{i}\t{texts[i].replace('@@ ', '')}\nT-{i}\tthe cat\nH-{i}\t-0.5\tthe cat\n"
+                                for i in ids))
+        return str(path)
+
+    def refused(path):
+        with pytest.raises(SystemExit) as exit_info:
+            score.main(["--generate-output", path, "--metrics", "tokbleu", "--data-bin", str(tiny_databin)])
+        return str(exit_info.value.code)
+
+    right = output(sources, range(40))
+    score.main(["--generate-output", right, "--metrics", "tokbleu", "--data-bin", str(tiny_databin)])
+    assert "has hypotheses for ids 40, 41" in refused(output(sources + valid[:2], range(42)))
+    wrong = output(valid + sources, range(40))  # the valid split's sentences under the test ids
+    assert f"the source of sentence 0 is {valid[0].replace('@@ ', '')!r}, but sentence 0 of" in refused(wrong)
 
 
 def test_generate_sh_refuses_a_score_over_skipped_sentences(tiny_databin, checkpoint, tmp_path):

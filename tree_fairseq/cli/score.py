@@ -9,7 +9,9 @@ A score over part of a split is not the split's score. fairseq-generate skips se
 failing (``--skip-invalid-size-inputs-valid-test`` with ``--max-source-positions`` or ``--max-tokens``,
 fairseq's default ``--required-batch-size-multiple 8`` with the stock translation task): with
 ``--data-bin`` (and ``--subset``) the sentence ids of the output are compared with the split, and
-without it the ids must at least run 0, 1, ... without a gap. Missing sentences stop the scoring,
+without it the ids must at least run 0, 1, ... without a gap. With ``--data-bin``, the output must
+also be of that split: an id the split does not have, or an ``S-`` source line other than the
+split's sentence of that id, stops the scoring. Missing sentences stop the scoring,
 naming how many and which, unless ``--allow-subset``, which scores them and marks every line (and
 the JSON) with the share scored. The last line of the report (``sentences`` in the JSON) always
 says how many sentences were scored, of how many in the split.
@@ -82,21 +84,54 @@ def read_generate_ids(path: str) -> list[int]:
     return sorted(ids)
 
 
-def split_size(data_bin: str, subset: str) -> int:
-    """Sentences in ``subset`` of a fairseq data-bin (its source side)."""
+def split_sources(data_bin: str, subset: str) -> list[str]:
+    """The source sentences of ``subset`` of a fairseq data-bin, as its dictionary spells them
+    (subword pieces and all)."""
     import os
 
-    from fairseq.data import data_utils
+    from fairseq.data import Dictionary, data_utils
 
     data_bin = data_bin.split(":")[0]  # fairseq's sharded data-bins: the first holds valid and test
     src, tgt = data_utils.infer_language_pair(data_bin)
     if src is None:
         raise ValueError(f"{data_bin}: no dict.*.txt of a language pair: not a fairseq data-bin")
+    dictionary = Dictionary.load(os.path.join(data_bin, f"dict.{src}.txt"))
     for prefix in (f"{subset}.{src}-{tgt}.{src}", f"{subset}.{tgt}-{src}.{src}"):
         dataset = data_utils.load_indexed_dataset(os.path.join(data_bin, prefix), None)
         if dataset is not None:
-            return len(dataset)
+            return [dictionary.string(dataset[i]) for i in range(len(dataset))]
     raise ValueError(f"{data_bin}: no split {subset!r} (no {subset}.{src}-{tgt}.{src}.idx)")
+
+
+def read_generate_sources(path: str) -> dict[int, str]:
+    """The ``S-`` line of each sentence id of fairseq-generate's output."""
+    sources = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            kind, _, rest = line.rstrip("\n").partition("-")
+            sentence, _, text = rest.partition("\t")
+            if kind == "S" and sentence.isdigit():
+                sources[int(sentence)] = text
+    return sources
+
+
+def _spelling(text: str) -> str:
+    """A sentence's characters without spaces and subword marks, whatever --remove-bpe did."""
+    return "".join(text.replace("@@", "").replace("\u2581", "").split())
+
+
+def check_split(path: str, ids: list[int], sources: list[str], what: str) -> None:
+    """Refuse output of another split: an id the split does not have, or an ``S-`` line that is
+    not the split's source sentence of that id."""
+    outside = [i for i in ids if i >= len(sources)]
+    if outside:
+        raise ValueError(f"{path} has hypotheses for ids {', '.join(map(str, outside[:10]))}"
+                         f"{', ...' if len(outside) > 10 else ''}, but {what} has {len(sources)} sentences "
+                         f"(ids 0 to {len(sources) - 1}): it is the output of another split or data-bin")
+    for i, text in sorted(read_generate_sources(path).items()):
+        if i < len(sources) and _spelling(text) != _spelling(sources[i]):
+            raise ValueError(f"{path}: the source of sentence {i} is {text!r}, but sentence {i} of {what} is "
+                             f"{sources[i]!r}: the output of another split or data-bin")
 
 
 def coverage(ids: list[int], size: int | None) -> dict:
@@ -260,8 +295,13 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.generate_output:
             hyps, refs = read_generate_output(args.generate_output)
-            size = split_size(args.data_bin, args.subset) if args.data_bin else None
-            cover = coverage(read_generate_ids(args.generate_output), size)
+            ids = read_generate_ids(args.generate_output)
+            size = None
+            if args.data_bin:
+                sources = split_sources(args.data_bin, args.subset)
+                check_split(args.generate_output, ids, sources, f"{args.data_bin} {args.subset}")
+                size = len(sources)
+            cover = coverage(ids, size)
             check_coverage(cover, args.allow_subset, f"{args.data_bin} {args.subset}" if args.data_bin
                            else f"{args.generate_output} (ids 0 to {cover['split'] - 1})")
             source = (f"the {args.subset} split of {args.data_bin}" if args.data_bin
