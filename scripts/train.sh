@@ -38,6 +38,8 @@ LOG=$SAVE_DIR/train.log
 
 if [[ -n $HYDRA ]]; then
     ((${#FLAGS[@]} == 0)) || { echo "train.sh: error: with --hydra give GROUP.KEY=VALUE, not ${FLAGS[*]}" >&2; exit 2; }
+    # fairseq-hydra-train drops a key it does not know: refuse it, as fairseq-train's flags do.
+    "$PYTHON" -m tree_fairseq.cli.config_args --check "$CONFIG" "${OVERRIDES[@]}" || exit 2
     command=(fairseq-hydra-train --config-dir "$(dirname "$CONFIG")" --config-name "$(basename "$CONFIG" .yaml)"
         "task.data=$DATA" "checkpoint.save_dir=$SAVE_DIR" "common.user_dir=$USER_DIR" "${OVERRIDES[@]}")
 else

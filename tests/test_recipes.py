@@ -270,6 +270,33 @@ def test_config_as_fairseq_train_flags(tmp_path, tiny_databin, name):
         assert args.task in ("translation", "tree_translation") and name in TWINS
 
 
+@pytest.mark.parametrize("name", config_names())
+def test_every_config_key_is_one_fairseq_knows(name):
+    config_args.check_config(config_args.load_config(str(ROOT / "configs" / f"{name}.yaml")), name)
+
+
+@pytest.mark.parametrize("hydra", [[], ["--hydra"]])
+@pytest.mark.parametrize("edit, message", [
+    (("model", "encoder_layers", "encoder_layer"),
+     "model 'tree_transformer' has no key 'encoder_layer' (did you mean 'encoder_layers'?)"),
+    (("model", "dropout", "dropou"), "has no key 'dropou' (did you mean 'dropout'?)"),  # argparse took it for --dropout
+    (("optimization", None, "optimisation"), "unknown group 'optimisation'"),
+])
+def test_train_sh_refuses_a_misspelt_config_key_in_both_modes(tmp_path, tiny_databin, hydra, edit, message):
+    config = yaml.safe_load((ROOT / "configs" / "iwslt_lowres_tree_transformer.yaml").read_text())
+    group, key, misspelt = edit
+    if key is None:
+        config[misspelt] = config.pop(group)
+    else:
+        config[group][misspelt] = config[group].pop(key)
+    (tmp_path / "typo.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "train.sh"), *hydra, str(tmp_path / "typo.yaml"),
+                             str(tiny_databin), str(tmp_path / "ck")], capture_output=True, text=True,
+                            env={**os.environ, "PYTHON": sys.executable, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+    assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
+    assert not list((tmp_path / "ck").glob("*.pt"))
+
+
 # Each tree config and its baseline: fairseq's transformer with the same data, sizes and training.
 TWINS = {
     "iwslt_tree_transformer": "iwslt_transformer",

@@ -9,10 +9,12 @@ The mapping is fairseq's own: ``KEY`` of any group becomes ``--key-with-dashes``
 ``--arch``, ``--criterion``, ``--optimizer``, ``--lr-scheduler``; ``task.data`` is the positional
 data directory; ``true`` is a bare flag, ``false`` and ``null`` leave fairseq's default (all
 booleans of fairseq-train default to false); lists are joined with commas (``lr: [0.0005]``).
-The ``hydra`` group only concerns fairseq-hydra-train and is skipped.
+The ``hydra`` group only concerns fairseq-hydra-train and is skipped. A group or key fairseq does
+not know is refused, with the closest known key (``--check`` only checks, for fairseq-hydra-train).
 """
 
 import argparse
+import difflib
 import sys
 
 import yaml
@@ -32,6 +34,74 @@ def load_config(path: str, overrides: list[str] = ()) -> dict:
         group, name = key.split(".", 1)
         config.setdefault(group, {})[name] = yaml.safe_load(value) if value else None
     return config
+
+
+def check_config(config: dict, path: str) -> None:
+    """ValueError for a group or key that fairseq does not know: a misspelt key would otherwise be
+    dropped by fairseq-hydra-train, or taken by fairseq-train's argparse as the abbreviation of
+    another flag (``dropou`` for ``dropout``), and the run would train something else with exit 0.
+
+    Groups are fairseq's config groups; keys of ``common``, ``dataset``, ``optimization``, ...
+    are their dataclass's fields, and keys of ``model``, ``task``, ``criterion``, ``optimizer``,
+    ``lr_scheduler``, ``bpe``, ``tokenizer`` and ``scoring`` the fields of the dataclass their
+    ``_name`` registers (plugin models and tasks included: the plugin is imported first)."""
+    import dataclasses
+
+    import tree_fairseq  # noqa: F401  (registers the plugin's models and tasks)
+    from fairseq import registry, tasks
+    from fairseq.dataclass.configs import FairseqConfig
+
+    groups = {field.name: field.type for field in dataclasses.fields(FairseqConfig) if field.name != "_name"}
+    def keys_of(dataclass_registry):
+        return lambda name: _fields(dataclass_registry[name]) if name in dataclass_registry else None
+
+    named = {"model": _model_keys, "task": keys_of(tasks.TASK_DATACLASS_REGISTRY),
+             **{group: keys_of(registry.REGISTRIES[group]["dataclass_registry"]) for group in registry.REGISTRIES}}
+    for group, values in config.items():
+        if group in SKIPPED_GROUPS:
+            continue
+        if group not in groups:
+            raise ValueError(f"{path}: unknown group {group!r}; fairseq's groups: {', '.join(sorted(groups))}")
+        if not isinstance(values, dict):
+            continue
+        if group in named:
+            name = values.get("_name")
+            known = named[group](name) if name else None
+            if known is None:
+                continue  # no name, or a name fairseq cannot describe: fairseq itself says what it lacks
+            where = f"{group} {name!r}"
+        else:
+            known, where = _fields(groups[group]), f"group {group!r}"
+        known = known | {"_name"}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            close = {key: difflib.get_close_matches(key, known, n=1) for key in unknown}
+            hints = ", ".join(f"{key!r}" + (f" (did you mean {close[key][0]!r}?)" if close[key] else "")
+                              for key in unknown)
+            raise ValueError(f"{path}: {where} has no key {hints}")
+
+
+def _model_keys(name: str) -> set[str] | None:
+    """The options of a model (or architecture) name: its dataclass's fields, or what its
+    ``add_args`` declares (fairseq's transformer and the plugin's models declare them so)."""
+    import argparse
+
+    from fairseq import models
+
+    name = models.ARCH_MODEL_NAME_REGISTRY.get(name, name)  # an architecture: its model
+    if name in models.MODEL_DATACLASS_REGISTRY:
+        return _fields(models.MODEL_DATACLASS_REGISTRY[name])
+    if name not in models.MODEL_REGISTRY:
+        return None
+    parser = argparse.ArgumentParser(add_help=False)
+    models.MODEL_REGISTRY[name].add_args(parser)
+    return {action.dest for action in parser._actions}
+
+
+def _fields(dataclass) -> set[str]:
+    import dataclasses
+
+    return {field.name for field in dataclasses.fields(dataclass)}
 
 
 def config_to_args(config: dict) -> list[str]:
@@ -69,11 +139,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("config", help="a YAML config (fairseq-hydra-train's layout)")
     parser.add_argument("overrides", nargs="*", help="GROUP.KEY=VALUE, as on fairseq-hydra-train's command line")
     parser.add_argument("--null", action="store_true", help="separate the arguments with NUL instead of newlines")
+    parser.add_argument("--check", action="store_true",
+                        help="only check that fairseq knows every group and key (scripts/train.sh --hydra)")
     args = parser.parse_args(argv)
     try:
-        flags = config_to_args(load_config(args.config, args.overrides))
+        config = load_config(args.config, args.overrides)
+        check_config(config, args.config)
+        flags = config_to_args(config)
     except (OSError, ValueError, yaml.YAMLError) as error:
         sys.exit(f"tree-fairseq-config-args: error: {error}")
+    if args.check:
+        return
     sep = "\0" if args.null else "\n"
     sys.stdout.write("".join(flag + sep for flag in flags))
 
