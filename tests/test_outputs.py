@@ -131,3 +131,12 @@ def test_a_second_preprocess_run_on_the_same_destdir_is_refused(tmp_path):
     assert not (tmp_path / "bin").exists()
     _preprocess(tmp_path / "text", tmp_path / "bin")
     assert (tmp_path / "bin" / "dict.de.nodes.txt").exists() and not (tmp_path / "bin.lock").exists()
+
+
+@pytest.mark.parametrize("tree, label", [("(S (<pad> a b) c)", "<pad>"), ("(S (@BPE a b) c)", "@BPE"),
+                                         ("(S (NP (<unk> a) (NN b)) (VB c))", "<unk>")])
+def test_preprocess_refuses_reserved_labels_naming_file_and_line(tmp_path, tree, label):
+    _corpus(tmp_path / "text", ["a b c", "a b c"])
+    (tmp_path / "text" / "train.tree.de").write_text(f"(S a b c)\n{tree}\n")
+    message = _refused(_preprocess, tmp_path / "text", tmp_path / "bin")
+    assert f"{tmp_path / 'text' / 'train.tree.de'}:2: the tree uses the reserved label(s) {label}" in message

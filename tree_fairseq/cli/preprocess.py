@@ -42,6 +42,7 @@ from tree_fairseq.data import TreeStreamWriter, node_dictionary_path, tree_strea
 from tree_fairseq.trees import (
     SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
 )
+from tree_fairseq.trees.subwords import check_labels
 from tree_fairseq.trees.textio import utf8_lines
 
 logger = logging.getLogger("tree_fairseq.preprocess")
@@ -230,6 +231,7 @@ def _tree_chunk(job):
     for line_number, text_line, tree_line in chunk:
         try:
             tree = parse_tree(tree_line)
+            check_labels(tree)
         except TreeError as error:
             raise located(error, tree_path, line_number) from None
         pieces = text_line.split()

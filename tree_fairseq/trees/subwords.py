@@ -16,12 +16,24 @@ from tree_fairseq.trees.bracketed import TreeError
 from tree_fairseq.trees.tree import Node, Tree
 
 SUBWORD_LABEL = "@BPE"
+# Labels a parser's tree may not use: the subword node's, and the node dictionary's special symbols
+# (fairseq's <s>, <pad>, </s>, <unk>: a node labelled <pad> would be masked as padding).
+RESERVED_LABELS = frozenset({SUBWORD_LABEL, "<s>", "<pad>", "</s>", "<unk>"})
 SUBWORD_FORMATS = ("subword_nmt", "sentencepiece")
 # How the node over a word's pieces is labelled: "pos", the word's tag (``@BPE`` when the tree
 # has no tags); "bpe", always ``@BPE``.
 SUBWORD_LABELS = ("pos", "bpe")
 _SUBWORD_NMT_JOINER = "@@"
 _SENTENCEPIECE_SPACE = "\u2581"
+
+
+def check_labels(tree: Tree) -> None:
+    """:class:`TreeError` when a node label or a tag of ``tree`` is one of :data:`RESERVED_LABELS`."""
+    labels = [node.label for node in tree.nodes] + list(tree.tags or ())
+    reserved = sorted({label for label in labels if label in RESERVED_LABELS})
+    if reserved:
+        raise TreeError(f"the tree uses the reserved label(s) {', '.join(reserved)} (the subword node's, or the node "
+                        "dictionary's special symbols): relabel them in the parser output")
 
 
 def group_pieces(pieces: list[str], subword_format: str) -> list[tuple[str, int, int]]:
