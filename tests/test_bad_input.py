@@ -4,6 +4,7 @@ at inference are named, resumed parsing notices edited input, and deep trees, br
 bytes and parser failures get a clear answer instead of a traceback."""
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -462,3 +463,32 @@ def test_leaves_that_are_only_entities_of_no_character_align(tmp_path):
     (tmp_path / "parsed").write_text("(X &#32;)\n(SYM &)\n", encoding="utf-8")
     assert parse_run(tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / "parsed")) == \
         ["(ROOT &#32; &#32;)", "(ROOT (SYM &amp;))"]
+
+
+# A model reads node labels as ids of the node dictionary it was trained with
+
+
+def _resorted_copy(databin, destination):
+    """A copy of the data-bin whose node dictionary lists the same labels in another order: every
+    node label id of its tree streams now means another label."""
+    shutil.copytree(databin, destination)
+    path = destination / "dict.de.nodes.txt"
+    lines = path.read_text().splitlines()
+    assert len(lines) >= 2
+    path.write_text("".join(line + "\n" for line in reversed(lines)))
+    return destination
+
+
+def test_generation_refuses_a_data_bin_with_another_node_dictionary(tiny_databin, checkpoint, tmp_path):
+    assert fairseq_generate(tiny_databin, checkpoint).returncode == 0
+    result = fairseq_generate(_resorted_copy(tiny_databin, tmp_path / "resorted"), checkpoint)
+    assert result.returncode != 0
+    assert (f"the checkpoint was trained with another node dictionary than {tmp_path / 'resorted' / 'dict.de.nodes.txt'}"
+            in result.stderr), result.stderr[-2000:]
+
+
+def test_shards_with_different_node_dictionaries_are_refused(tiny_databin, tmp_path):
+    resorted = _resorted_copy(tiny_databin, tmp_path / "shard2")
+    with pytest.raises(ValueError, match=f"the shards' node dictionaries differ: {resorted / 'dict.de.nodes.txt'} is not"):
+        load_task(f"{tiny_databin}:{resorted}")
+    load_task(f"{tiny_databin}:{shutil.copytree(tiny_databin, tmp_path / 'same')}")

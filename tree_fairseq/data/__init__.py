@@ -3,6 +3,7 @@
 from tree_fairseq.data.tree_pair_dataset import TreePairDataset, collate_trees
 from tree_fairseq.data.tree_streams import (
     TreeStreamWriter,
+    keep_node_dictionary,
     load_node_dictionary,
     load_tree_streams,
     node_dictionary_path,
@@ -10,6 +11,6 @@ from tree_fairseq.data.tree_streams import (
 )
 
 __all__ = [
-    "TreePairDataset", "TreeStreamWriter", "collate_trees", "load_node_dictionary", "load_tree_streams",
+    "TreePairDataset", "TreeStreamWriter", "collate_trees", "keep_node_dictionary", "load_node_dictionary", "load_tree_streams",
     "node_dictionary_path", "tree_stream_prefix",
 ]

@@ -9,6 +9,7 @@
 Both are fairseq mmap indexed datasets.
 """
 
+import hashlib
 import os
 from struct import error as struct_error
 
@@ -37,6 +38,38 @@ def load_node_dictionary(data_dir: str, src: str) -> Dictionary:
             "make it with tree-fairseq-preprocess, whose text part is fairseq-preprocess's own"
         )
     return Dictionary.load(path)
+
+
+# The buffer a model trained on tree data keeps its node dictionary's fingerprint in.
+NODE_DICTIONARY_BUFFER = "node_dictionary_fingerprint"
+
+
+def node_dictionary_fingerprint(dictionary: Dictionary) -> torch.Tensor:
+    """SHA-256 of the labels in id order, ``(32,)`` uint8: equal for the same labels in the same
+    order, whatever the counts."""
+    digest = hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).digest()
+    return torch.tensor(list(digest), dtype=torch.uint8)
+
+
+def keep_node_dictionary(model: torch.nn.Module, dictionary: Dictionary, path: str) -> None:
+    """Make ``model`` carry the fingerprint of its node dictionary (``path``) in its state dict,
+    and refuse a state dict with another one: a checkpoint trained on another node dictionary
+    (another data-bin's, or the same labels in another order) would read every label as another.
+    A state dict without a fingerprint (a checkpoint of an earlier version) loads unchecked."""
+    fingerprint = node_dictionary_fingerprint(dictionary)
+    model.register_buffer(NODE_DICTIONARY_BUFFER, fingerprint)
+
+    def check(module, state_dict, prefix, *args):
+        key = prefix + NODE_DICTIONARY_BUFFER
+        if key not in state_dict:
+            state_dict[key] = fingerprint.clone()
+        elif not torch.equal(state_dict[key].to(fingerprint), fingerprint):
+            raise ValueError(
+                f"the checkpoint was trained with another node dictionary than {path} (other labels, or the same "
+                "in another order): every node label would be read as another. Use the data-bin it was trained "
+                "on, or binarise with tree-fairseq-preprocess --nodedict set to that data-bin's node dictionary")
+
+    model.register_load_state_dict_pre_hook(check)
 
 
 class TreeStreamWriter:

@@ -3,6 +3,7 @@ sentences carry trees (batch layout: :mod:`tree_fairseq.data.tree_pair_dataset`)
 
 import inspect
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -13,7 +14,9 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from tree_fairseq.data import TreePairDataset, load_node_dictionary, load_tree_streams
+from tree_fairseq.data import (
+    TreePairDataset, keep_node_dictionary, load_node_dictionary, load_tree_streams, node_dictionary_path,
+)
 from tree_fairseq.data.inference import INFERENCE_PARSERS, InferenceTrees
 from tree_fairseq.trees import SUBWORD_FORMATS, SUBWORD_LABELS
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
@@ -63,8 +66,16 @@ class TreeTranslationTask(TranslationTask):
         if cfg.truncate_source:
             raise ValueError("--truncate-source would cut leaves out from under their node spans; "
                              "long sentences are skipped by --max-source-positions instead")
-        data_dir = utils.split_paths(cfg.data)[0]
-        self.node_dict = load_node_dictionary(data_dir, cfg.source_lang)
+        data_dirs = utils.split_paths(cfg.data)
+        self.node_dict_path = node_dictionary_path(data_dirs[0], cfg.source_lang)
+        self.node_dict = load_node_dictionary(data_dirs[0], cfg.source_lang)
+        for shard in data_dirs[1:]:
+            # fairseq reads shard k in epoch k with the first shard's dictionaries
+            other = node_dictionary_path(shard, cfg.source_lang)
+            if os.path.exists(other) and Dictionary.load(other).symbols != self.node_dict.symbols:
+                raise ValueError(f"the shards' node dictionaries differ: {other} is not {self.node_dict_path}; "
+                                 "binarise every shard with tree-fairseq-preprocess --nodedict "
+                                 f"{self.node_dict_path}")
         self.inference_trees = InferenceTrees(
             src_dict, self.node_dict, str(cfg.inference_parser), subword_format=str(cfg.subword_format),
             subword_label=str(cfg.subword_label), lang=cfg.source_lang,
@@ -85,6 +96,7 @@ class TreeTranslationTask(TranslationTask):
                 "cannot take a tree_translation batch: train it with --task translation on the same data-bin "
                 "(its text part is fairseq-preprocess's own)"
             )
+        keep_node_dictionary(model, self.node_dict, self.node_dict_path)
         return model
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
