@@ -464,6 +464,24 @@ def test_average_checkpoints_picks_the_last_n(tmp_path):
         str(tmp_path / "checkpoint_3_1100.pt"), str(tmp_path / "checkpoint_3_1000.pt")]
 
 
+def test_average_checkpoints_of_different_models_names_the_parameter_and_files(tmp_path):
+    import torch
+
+    def save(name, **params):
+        torch.save({"model": {key: torch.zeros(shape) for key, shape in params.items()}}, tmp_path / name)
+        return str(tmp_path / name)
+
+    small = save("small.pt", embed=(4, 2), out=(2,))
+    large = save("large.pt", embed=(6, 2), out=(2,))
+    other = save("other.pt", embed=(4, 2), head=(2,))
+    for inputs, message in (([small, large], f"parameter embed is (6, 2) in {large} but (4, 2) in {small}"),
+                            ([small, other], f"{other} has a parameter head that {small} has not")):
+        with pytest.raises(SystemExit) as exit_info:
+            average_checkpoints.main(["--inputs", *inputs, "--output", str(tmp_path / "avg.pt")])
+        assert message in str(exit_info.value.code)
+    assert not (tmp_path / "avg.pt").exists()
+
+
 # scripts/for2lam.py: the sequence baseline's data
 
 

@@ -59,8 +59,8 @@ def average_checkpoints(paths: list[str]) -> dict:
         if averaged is None:
             averaged = state
             dtypes = {name: p.dtype for name, p in params.items()}
-        elif list(params) != list(dtypes):
-            raise ValueError(f"{path} holds other parameters than {paths[0]}")
+        else:
+            _check_same_model(params, sums, path, paths[0])
         for name, p in params.items():
             p = p.double() if p.is_floating_point() else p.long()
             sums[name] = sums[name] + p if name in sums else p.clone()
@@ -70,6 +70,17 @@ def average_checkpoints(paths: list[str]) -> dict:
         for name, total in sums.items()
     }
     return averaged
+
+
+def _check_same_model(params: dict, first: dict, path: str, first_path: str) -> None:
+    """ValueError naming the first parameter in which ``path`` differs from ``first_path``."""
+    for name in sorted(set(params) ^ set(first)):
+        holder, other = (path, first_path) if name in params else (first_path, path)
+        raise ValueError(f"{holder} has a parameter {name} that {other} has not: checkpoints of different models")
+    for name, p in params.items():
+        if p.shape != first[name].shape:
+            raise ValueError(f"parameter {name} is {tuple(p.shape)} in {path} but {tuple(first[name].shape)} in "
+                             f"{first_path}: checkpoints of different models")
 
 
 def main(argv: list[str] | None = None) -> None:
