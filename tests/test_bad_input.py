@@ -492,3 +492,15 @@ def test_shards_with_different_node_dictionaries_are_refused(tiny_databin, tmp_p
     with pytest.raises(ValueError, match=f"the shards' node dictionaries differ: {resorted / 'dict.de.nodes.txt'} is not"):
         load_task(f"{tiny_databin}:{resorted}")
     load_task(f"{tiny_databin}:{shutil.copytree(tiny_databin, tmp_path / 'same')}")
+
+
+def test_every_sentence_too_long_says_nothing_is_left(tiny_databin, tmp_path):
+    result = subprocess.run([
+        sys.executable, "-m", "fairseq_cli.train", *cli_args(tiny_databin, "tree_translation"), "--arch", ARCH,
+        "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "1", "--max-source-positions",
+        "1", "--skip-invalid-size-inputs-valid-test", "--save-dir", str(tmp_path)], env=subprocess_env(),
+        capture_output=True, text=True)
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("tree_translation: error: all ") and "nothing is left to train or evaluate on" in last
+    assert "Traceback" not in result.stderr

@@ -122,10 +122,11 @@ class TreeTranslationTask(TranslationTask):
         the sentences whose leaves plus nodes exceed --max-tokens, treated as fairseq treats a
         too-long sentence: skipped and counted (training, --skip-invalid-size-inputs-valid-test),
         an error otherwise."""
+        given = len(indices)
         indices = super().filter_indices_by_size(indices, dataset, max_positions, ignore_invalid_inputs)
         max_tokens = getattr(dataset, "max_tokens", None)
         if not isinstance(dataset, TreePairDataset) or max_tokens is None or len(indices) == 0:
-            return indices
+            return _not_empty(indices, given, max_positions, max_tokens)
         indices = np.asarray(indices, dtype=np.int64)
         sizes = dataset.num_tokens_vec(indices)
         too_big = indices[sizes > max_tokens]
@@ -138,7 +139,7 @@ class TreeTranslationTask(TranslationTask):
             )
         logger.warning(f"{len(too_big):,} samples have invalid sizes and will be skipped: source leaves + nodes "
                        f"(or target tokens) > --max-tokens {max_tokens}, first few sample ids={too_big[:10].tolist()}")
-        return indices[sizes <= max_tokens]
+        return _not_empty(indices[sizes <= max_tokens], given, max_positions, max_tokens)
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         """Raw-text translation: the sentences (dictionary ids of their BPE pieces) are parsed
@@ -152,3 +153,13 @@ class TreeTranslationTask(TranslationTask):
             sample = {**sample, "net_input": self.inference_trees.add_tree_inputs(sample["net_input"])}
         return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
                                       constraints=constraints)
+
+
+def _not_empty(indices, given: int, max_positions, max_tokens):
+    """``indices``, unless the size filter left none of ``given`` sentences: then one clear line
+    (fairseq's batching would fail with an IndexError on the empty list)."""
+    if given and len(indices) == 0:
+        raise SystemExit(f"tree_translation: error: all {given} sentences of the split were skipped as too long "
+                         f"(--max-source-positions/--max-target-positions {max_positions}, --max-tokens {max_tokens}, "
+                         "leaves + nodes on the source side): nothing is left to train or evaluate on; raise the limits")
+    return indices
