@@ -485,6 +485,13 @@ def test_generation_refuses_a_data_bin_with_another_node_dictionary(tiny_databin
     assert result.returncode != 0
     assert (f"the checkpoint was trained with another node dictionary than {tmp_path / 'resorted' / 'dict.de.nodes.txt'}"
             in result.stderr), result.stderr[-2000:]
+    # one label more: the node embeddings differ in size; the message says why, before any size mismatch
+    larger = shutil.copytree(tiny_databin, tmp_path / "larger")
+    with open(larger / "dict.de.nodes.txt", "a") as f:
+        f.write("EXTRA 1\n")
+    result = fairseq_generate(larger, checkpoint)
+    assert result.returncode != 0 and "trained with another node dictionary than" in result.stderr
+    assert "size mismatch" not in result.stderr
 
 
 def test_shards_with_different_node_dictionaries_are_refused(tiny_databin, tmp_path):
@@ -504,3 +511,64 @@ def test_every_sentence_too_long_says_nothing_is_left(tiny_databin, tmp_path):
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("tree_translation: error: all ") and "nothing is left to train or evaluate on" in last
     assert "Traceback" not in result.stderr
+
+
+# Messages that point the right way
+
+
+def test_compressed_input_is_named_as_such(tmp_path):
+    import gzip
+
+    from tree_fairseq.cli import parse as parse_cli
+
+    with gzip.open(tmp_path / "train.de.gz", "wt") as f:
+        f.write("a b c\n" * 50)
+    with pytest.raises(SystemExit) as exit_info:
+        parse_cli.main(["--input", str(tmp_path / "train.de.gz"), "--output", str(tmp_path / "trees"),
+                        "--parser", "balanced"])
+    assert f"{tmp_path / 'train.de.gz'}: gzip-compressed, not text: decompress it first" in str(exit_info.value.code)
+
+
+def test_a_trailing_blank_line_of_a_trees_file_is_named_as_blank(tmp_path):
+    from tree_fairseq.cli import parse as parse_cli
+
+    (tmp_path / "text").write_text("a b\n")
+    (tmp_path / "parsed").write_text("(S a b)\n\n")
+    with pytest.raises(SystemExit) as exit_info:
+        parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees"),
+                        "--parser", "bracketed", "--trees", str(tmp_path / "parsed")])
+    assert f"{tmp_path / 'parsed'}: ends with 1 blank line(s) after line 1, the input's last" in str(exit_info.value.code)
+
+
+def test_sentencepiece_format_on_subword_nmt_text_says_which_format_it_is(tmp_path):
+    from tree_fairseq.cli import preprocess as preprocess_cli
+
+    (tmp_path / "train.de").write_text("ab@@ cd ef\n")
+    (tmp_path / "train.en").write_text("x\n")
+    (tmp_path / "train.tree.de").write_text("(S abcd ef)\n")
+    with pytest.raises(SystemExit) as exit_info:
+        preprocess_cli.main(["--source-lang", "de", "--target-lang", "en", "--trainpref", str(tmp_path / "train"),
+                             "--destdir", str(tmp_path / "bin"), "--workers", "1", "--subword-format", "sentencepiece"])
+    assert "the text is in subword-nmt's format" in str(exit_info.value.code)
+    assert "give --subword-format subword_nmt" in str(exit_info.value.code)
+
+
+def test_sigterm_ends_preprocess_without_leaving_its_staging_folder_or_lock(tmp_path):
+    import signal
+    import time
+
+    lines = ["a b c d e f g h"] * 200000
+    for suffix, content in (("de", lines), ("en", lines), ("tree.de", ["(S a b c d e f g h)"] * len(lines))):
+        (tmp_path / f"train.{suffix}").write_text("".join(line + "\n" for line in content))
+    run = subprocess.Popen([sys.executable, "-m", "tree_fairseq.cli.preprocess", "--source-lang", "de",
+                            "--target-lang", "en", "--trainpref", str(tmp_path / "train"), "--destdir",
+                            str(tmp_path / "bin"), "--workers", "1"], env=subprocess_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".bin.partial-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(tmp_path.glob(".bin.partial-*")), "preprocess never staged"
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=120) == 143, run.stderr.read()[-2000:]
+    assert not list(tmp_path.glob(".bin.partial-*")) and not (tmp_path / "bin.lock").exists()
+    assert not (tmp_path / "bin").exists()

@@ -9,10 +9,20 @@ this host; a lock of another host is never taken over (the message says how to r
 
 import json
 import os
+import signal
 import socket
 import sys
 import time
 from contextlib import contextmanager
+
+
+def exit_on_sigterm() -> None:
+    """End the run on SIGTERM (``kill``, a job scheduler's stop) as on Ctrl-C: through its
+    ``finally`` blocks, so that its lock and staged work are cleaned up (exit status 143)."""
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 @contextmanager

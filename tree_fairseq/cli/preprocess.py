@@ -37,7 +37,7 @@ from fairseq.data import Dictionary
 from fairseq_cli import preprocess as fairseq_preprocess
 from tqdm import tqdm
 
-from tree_fairseq.cli.locking import output_lock
+from tree_fairseq.cli.locking import exit_on_sigterm, output_lock
 from tree_fairseq.data import TreeStreamWriter, node_dictionary_path, tree_stream_prefix
 from tree_fairseq.trees import (
     SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
@@ -78,6 +78,7 @@ def get_parser():
 
 def main(argv=None):
     args = get_parser().parse_args(argv)
+    exit_on_sigterm()
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
                         level=logging.INFO, stream=sys.stdout, force=True)
     try:
@@ -238,6 +239,10 @@ def _tree_chunk(job):
         if subword_format == "subword_nmt" and any(piece.startswith("\u2581") for piece in pieces):
             raise located("a token starts with sentencepiece's \u2581: give --subword-format sentencepiece",
                           text_path, line_number)
+        if (subword_format == "sentencepiece" and not any(piece.startswith("\u2581") for piece in pieces)
+                and any(piece.endswith("@@") for piece in pieces[:-1])):
+            raise located("the text is in subword-nmt's format (pieces joined by '@@ ', no \u2581): give "
+                          "--subword-format subword_nmt", text_path, line_number)
         words = [word for word, _, _ in group_pieces(pieces, subword_format)]
         try:
             tree = expand_subwords(align(tree, words, retokenized), pieces, subword_format, subword_label)

@@ -12,6 +12,7 @@ The dependency back-ends turn each parse into phrase structure with
 trees, not a constituency parser's.
 """
 
+import itertools
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -137,7 +138,11 @@ class BracketedParser:
             self._next_line += 1
 
     def check_exhausted(self) -> None:
-        if next(self._lines, None) is not None:
+        rest = list(itertools.islice(self._lines, 1000))
+        if rest and not any(line.strip() for line in rest) and next(self._lines, None) is None:
+            raise TreeError(f"{self.trees_path}: ends with {len(rest)} blank line(s) after line {self._next_line - 1}, "
+                            f"the input's last: remove them")
+        if rest:
             raise TreeError(f"{self.trees_path}: has more lines than the input ({self._next_line - 1})")
 
 

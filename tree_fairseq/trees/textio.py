@@ -29,8 +29,17 @@ def utf8_lines(path: str) -> Iterator[str]:
             raise utf8_error(path, error) from None
 
 
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+
+
 def utf8_error(path: str, error: UnicodeDecodeError) -> TreeError:
-    """The first line of ``path`` that is not UTF-8, as a :class:`TreeError`."""
+    """The first line of ``path`` that is not UTF-8, as a :class:`TreeError` (a compressed file is
+    named as such)."""
+    with open(path, "rb") as f:
+        start = f.read(8)
+    for magic, kind in _COMPRESSED.items():
+        if start.startswith(magic):
+            return TreeError(f"{path}: {kind}-compressed, not text: decompress it first")
     with open(path, "rb") as f:
         for line_number, line in enumerate(f, start=1):
             try:
