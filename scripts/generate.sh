@@ -5,10 +5,11 @@
 #       DATA-BIN CHECKPOINT OUT-DIR [fairseq-generate flags ...]
 #
 # Runs fairseq-generate with the checkpoint's own task (tree_translation or translation), beam 5,
-# --remove-bpe, --required-batch-size-multiple 1 (fairseq's default 8 drops the last len % 8
+# --remove-bpe (sentencepiece when the data-bin's pieces are, subword-nmt's @@ otherwise),
+# --required-batch-size-multiple 1 (fairseq's default 8 drops the last len % 8
 # sentences of the split), and writes OUT-DIR/generate-SUBSET.txt, OUT-DIR/score-SUBSET.txt (and .json).
 # Flags after OUT-DIR go to fairseq-generate and win over these defaults (e.g. --beam 4
-# --lenpen 0.6 for WMT, --remove-bpe sentencepiece). Metrics: sacrebleu,
+# --lenpen 0.6 for WMT). Metrics: sacrebleu,
 # tokbleu, compound (WMT en-de), rouge (Gigaword); see tree-fairseq-score --help. --lang is the
 # detokenizer's language (default: the data-bin's target language). Every sentence of the split
 # must have been translated: when fairseq-generate skipped some (e.g. --skip-invalid-size-inputs-valid-test
@@ -47,15 +48,20 @@ shift 3
 [[ -f $CHECKPOINT ]] || { echo "generate.sh: error: no checkpoint $CHECKPOINT" >&2; exit 2; }
 USER_DIR=$ROOT/tree_fairseq
 
-# The task the checkpoint was trained with and the data-bin's target language (for detokenising).
-read -r TASK TGT < <("$PYTHON" - "$CHECKPOINT" "$DATA" <<'PY' 2>/dev/null
+# The task the checkpoint was trained with, the data-bin's target language (for detokenising) and
+# its subword format (sentencepiece when the target dictionary holds ▁ pieces: removed as such).
+read -r TASK TGT BPE < <("$PYTHON" - "$CHECKPOINT" "$DATA" <<'PY' 2>/dev/null
+import os
 import sys
 import torch
 import tree_fairseq.checkpoint_compat  # noqa: F401
 from fairseq.data import data_utils
 state = torch.load(sys.argv[1], map_location="cpu")
 task = state["cfg"]["task"] if state.get("cfg") else vars(state["args"])
-print(task.get("_name") or task.get("task"), task.get("target_lang") or data_utils.infer_language_pair(sys.argv[2])[1])
+tgt = task.get("target_lang") or data_utils.infer_language_pair(sys.argv[2].split(":")[0])[1]
+with open(os.path.join(sys.argv[2].split(":")[0], f"dict.{tgt}.txt"), encoding="utf-8") as f:
+    bpe = "sentencepiece" if any(line.startswith("\u2581") for line in f) else "subword_nmt"
+print(task.get("_name") or task.get("task"), tgt, bpe)
 PY
 )
 [[ -n ${TASK:-} ]] || { echo "generate.sh: error: cannot read the task from $CHECKPOINT" >&2; exit 1; }
@@ -63,7 +69,7 @@ TGT=${LANG_OVERRIDE:-$TGT}
 
 mkdir -p "$OUT"
 command=(fairseq-generate "$DATA" --user-dir "$USER_DIR" --task "$TASK" --path "$CHECKPOINT"
-    --gen-subset "$SUBSET" --beam 5 --remove-bpe --max-tokens 8000 --required-batch-size-multiple 1
+    --gen-subset "$SUBSET" --beam 5 --remove-bpe "$BPE" --max-tokens 8000 --required-batch-size-multiple 1
     --results-path "$OUT" "$@")
 printf '$ %s\n' "${command[*]}"
 "${command[@]}"

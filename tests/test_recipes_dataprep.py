@@ -201,3 +201,31 @@ def test_conllu_parser_output_reaches_the_data_bin_and_an_edit_of_it_is_redone(t
     result = subprocess.run(command[:6] + ["--parser", "conllu"], capture_output=True, text=True,
                             env=env)
     assert result.returncode != 0 and "--parser conllu needs --trees-dir DIR" in result.stderr
+
+
+def test_sentencepiece_recipe_to_scores_over_words(tmp_path):
+    """--bpe sentencepiece end to end: generate.sh removes the ▁ pieces of a sentencepiece data-bin,
+    so the scores are over words, not pieces."""
+    from helpers import train_and_generate
+
+    write_tokenised_corpus(tmp_path / "text")
+    command = ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--local", str(tmp_path / "text"), "--work",
+               str(tmp_path / "work"), "--parser", "balanced", "--bpe", "sentencepiece", "--bpe-tokens", "60",
+               "--directions", "de-en", "--workers", "1"]
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    databin = tmp_path / "work" / "data-bin" / "de-en"
+    assert "\u2581" in (databin / "dict.en.txt").read_text(encoding="utf-8")
+    train_and_generate(databin, tmp_path / "ck", "tree_transformer_tiny", "--subword-format", "sentencepiece",
+                       max_update=2)
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "generate.sh"), "--metrics", "tokbleu", str(databin),
+                             str(tmp_path / "ck" / "checkpoint_last.pt"), str(tmp_path / "out"), "--cpu", "--beam", "2",
+                             "--max-len-a", "0", "--max-len-b", "8"], capture_output=True, text=True,
+                            env={**env, "PYTHON": sys.executable})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    generated = (tmp_path / "out" / "generate-test.txt").read_text(encoding="utf-8")
+    references = [line.split("\t")[1] for line in generated.splitlines() if line.startswith("T-")]
+    assert len(references) == 8 and "\u2581" not in generated
+    assert sorted(references) == sorted((tmp_path / "text" / "test.en").read_text().splitlines())
+    assert "sentences scored: 8 of 8" in result.stdout

@@ -244,6 +244,9 @@ def score(hyps: list[str], refs: list[str], metrics: list[str], lang: str, ref_d
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
     if any("@@ " in line for line in hyps + refs):
         raise ValueError("the text still holds subword-nmt's '@@ ' joins: run fairseq-generate with --remove-bpe")
+    if any("\u2581" in line for line in hyps + refs):
+        raise ValueError("the text still holds sentencepiece's \u2581 pieces: run fairseq-generate with "
+                         "--remove-bpe sentencepiece (scripts/generate.sh does for a sentencepiece data-bin)")
     results = {}
     if "sacrebleu" in metrics:
         ref_detok = ref_detok if ref_detok is not None else detokenize(refs, lang)
