@@ -229,3 +229,21 @@ def test_sentencepiece_recipe_to_scores_over_words(tmp_path):
     assert len(references) == 8 and "\u2581" not in generated
     assert sorted(references) == sorted((tmp_path / "text" / "test.en").read_text().splitlines())
     assert "sentences scored: 8 of 8" in result.stdout
+    # Raw text: the pieces' format is the data-bin's (auto), so fairseq-interactive makes the data-bin's trees.
+    import torch
+
+    task = tasks.setup_task(options.parse_args_and_arch(options.get_training_parser(), [
+        str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
+        "--inference-parser", "balanced"]))
+    assert task.inference_trees.subword_format == "sentencepiece"
+    task.load_dataset("test")
+    dataset = task.dataset("test")
+    sources = [dataset[i]["source"] for i in range(len(dataset))]
+    inference = task.build_dataset_for_inference(sources, [len(source) for source in sources])
+    for i in range(len(dataset)):
+        assert torch.equal(inference[i]["node_labels"], dataset[i]["node_labels"].long())
+        assert torch.equal(inference[i]["node_spans"], dataset[i]["node_spans"].long())
+    with pytest.raises(ValueError, match="--subword-format subword_nmt, but the source dictionary of .* is sentencepiece"):
+        tasks.setup_task(options.parse_args_and_arch(options.get_training_parser(), [
+            str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
+            "--subword-format", "subword_nmt"]))

@@ -47,9 +47,11 @@ class TreeTranslationConfig(TranslationConfig):
         default="layered", metadata={"help": "phrase structure of --inference-parser spacy's dependency parses, "
                                              "as tree-fairseq-parse --dependency-tree-shape"}
     )
-    subword_format: ChoiceEnum(SUBWORD_FORMATS) = field(
-        default="subword_nmt",
-        metadata={"help": "how the source BPE marks word pieces, as tree-fairseq-preprocess --subword-format"},
+    subword_format: ChoiceEnum(("auto",) + SUBWORD_FORMATS) = field(
+        default="auto",
+        metadata={"help": "how the source BPE marks word pieces, as tree-fairseq-preprocess --subword-format; "
+                          "auto (default): sentencepiece when the source dictionary holds \u2581 pieces, "
+                          "subword_nmt otherwise"},
     )
     subword_label: ChoiceEnum(SUBWORD_LABELS) = field(
         default="pos",
@@ -77,7 +79,7 @@ class TreeTranslationTask(TranslationTask):
                                  "binarise every shard with tree-fairseq-preprocess --nodedict "
                                  f"{self.node_dict_path}")
         self.inference_trees = InferenceTrees(
-            src_dict, self.node_dict, str(cfg.inference_parser), subword_format=str(cfg.subword_format),
+            src_dict, self.node_dict, str(cfg.inference_parser), subword_format=_subword_format(cfg, src_dict),
             subword_label=str(cfg.subword_label), lang=cfg.source_lang,
             parser_model_dir=cfg.inference_parser_model_dir, spacy_model=cfg.inference_spacy_model,
             dependency_shape=str(cfg.inference_dependency_tree_shape),
@@ -153,6 +155,20 @@ class TreeTranslationTask(TranslationTask):
             sample = {**sample, "net_input": self.inference_trees.add_tree_inputs(sample["net_input"])}
         return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
                                       constraints=constraints)
+
+
+def _subword_format(cfg: TreeTranslationConfig, src_dict: Dictionary) -> str:
+    """The source pieces' format: the data-bin's dictionary tells (sentencepiece pieces start with
+    \u2581); a --subword-format that contradicts it is refused, since every piece would be taken
+    for a word of its own."""
+    sentencepiece = any(symbol.startswith("\u2581") for symbol in src_dict.symbols[src_dict.nspecial:])
+    found = "sentencepiece" if sentencepiece else "subword_nmt"
+    given = str(cfg.subword_format)
+    if given == "sentencepiece" and not sentencepiece or given == "subword_nmt" and sentencepiece:
+        raise ValueError(f"--subword-format {given}, but the source dictionary of {cfg.data} is "
+                         f"{'' if sentencepiece else 'not '}sentencepiece's (pieces starting with \u2581): "
+                         "leave --subword-format out (auto) or give the data-bin's own")
+    return found
 
 
 def _not_empty(indices, given: int, max_positions, max_tokens):
