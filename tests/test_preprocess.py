@@ -4,6 +4,9 @@ import filecmp
 import logging
 import random
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +15,8 @@ from fairseq import options
 from fairseq_cli import preprocess as fairseq_preprocess
 
 from conftest import preprocess
+from helpers import train_and_generate
+from tree_fairseq.cli import preprocess as preprocess_cli
 from tree_fairseq.data.inference import InferenceTrees
 from tree_fairseq.tasks import TreeTranslationConfig, TreeTranslationTask
 from tree_fairseq.trees import expand_subwords, parse_tree
@@ -230,6 +235,34 @@ def test_a_truncated_tree_stream_is_named(tiny_databin, tmp_path, name):
         f.truncate(f.seek(0, 2) // 2)
     with pytest.raises(ValueError, match=f"{databin / name} holds .* bytes but its index .* describes"):
         load_task(databin)
+
+
+@pytest.mark.parametrize("keep", [10, 100])  # cut in the header, cut in the sizes
+def test_a_truncated_index_is_named_without_an_error_at_exit(tiny_databin, tmp_path, keep):
+    databin = tmp_path / "bin"
+    shutil.copytree(tiny_databin, databin)
+    with open(databin / "valid.de-en.de.nodes.idx", "r+b") as f:
+        f.truncate(keep)
+    code = ("import sys\nfrom test_preprocess import load_task\ntry:\n    load_task(sys.argv[1])\n"
+            "except ValueError as error:\n    print(error)\n")
+    result = subprocess.run([sys.executable, "-c", code, str(databin)], capture_output=True, text=True,
+                            cwd=Path(__file__).parent)
+    assert f"{databin / 'valid.de-en.de.nodes.idx'} cannot be read" in result.stdout, result.stdout + result.stderr
+    assert "Exception ignored" not in result.stderr and "AttributeError" not in result.stderr
+
+
+def test_one_word_sentences_make_a_data_bin_that_trains(tmp_path):
+    for split in ("train", "valid", "test"):
+        words = [f"w{i % 7}" for i in range(20)]
+        for suffix, lines in (("de", words), ("en", words), ("tree.de", [f"(X {w})" for w in words])):
+            (tmp_path / f"{split}.{suffix}").write_text("".join(line + "\n" for line in lines))
+    databin = tmp_path / "bin"
+    preprocess_cli.main(["--source-lang", "de", "--target-lang", "en", "--trainpref", str(tmp_path / "train"),
+                         "--validpref", str(tmp_path / "valid"), "--testpref", str(tmp_path / "test"),
+                         "--destdir", str(databin), "--workers", "1"])
+    assert (databin / "train.de-en.de.nodes.bin").stat().st_size == 0  # not a single node
+    output = train_and_generate(databin, tmp_path / "ck", "tree_transformer_tiny", "--inference-parser", "balanced")
+    assert len([line for line in output.splitlines() if line.startswith("H-")]) == 20
 
 
 def test_a_model_without_trees_is_refused_by_the_tree_task_in_one_line(tiny_databin):

@@ -11,11 +11,11 @@ Both are fairseq mmap indexed datasets.
 
 import hashlib
 import os
-from struct import error as struct_error
+import struct
 
 import numpy as np
 import torch
-from fairseq.data import ConcatDataset, Dictionary, data_utils, indexed_dataset
+from fairseq.data import ConcatDataset, Dictionary, ListDataset, data_utils, indexed_dataset
 
 NODES = "nodes"
 SPANS = "spans"
@@ -116,20 +116,47 @@ def load_tree_streams(data_dir, split, src, tgt, combine=False, upsample_primary
 
 
 def _load_stream(path: str):
-    """One stream, checked against its index: a truncated or replaced ``.bin`` (a copy cut short)
-    is named instead of failing later inside numpy."""
+    """One stream, checked against its index before fairseq opens it: a truncated ``.idx`` or
+    ``.bin`` (a copy cut short) or one replaced by another run's is named instead of failing inside
+    numpy (and again when Python cleans up the half-made dataset). A split without a single node
+    (sentences of one word each) has an empty ``.bin``, which cannot be mapped: its items are read
+    from the index alone."""
     data_file, index_file = indexed_dataset.data_file_path(path), indexed_dataset.index_file_path(path)
     if not os.path.exists(data_file):
         raise FileNotFoundError(f"{data_file} is missing (its index {index_file} is there): make the data-bin "
                                 "again with tree-fairseq-preprocess")
-    try:
-        dataset = data_utils.load_indexed_dataset(path, None, "mmap")
-        expected = int(np.sum(dataset.sizes, dtype=np.int64)) * np.dtype(dataset._index.dtype).itemsize
-    except (ValueError, OSError, struct_error) as error:
-        raise ValueError(f"{index_file} cannot be read ({error}): make the data-bin again with "
-                         "tree-fairseq-preprocess") from None
+    dtype, sizes = _read_index(index_file)
+    expected = int(np.sum(sizes, dtype=np.int64)) * np.dtype(dtype).itemsize
     if os.path.getsize(data_file) != expected:
         raise ValueError(f"{data_file} holds {os.path.getsize(data_file)} bytes but its index {index_file} "
                          f"describes {expected}: the file is truncated or from another run; make the data-bin "
                          "again with tree-fairseq-preprocess")
-    return dataset
+    if expected == 0:
+        empty = torch.zeros(0, dtype=torch.from_numpy(np.zeros(0, dtype=dtype)).dtype)
+        return ListDataset([empty] * len(sizes), sizes=np.zeros(len(sizes), dtype=np.int64))
+    return data_utils.load_indexed_dataset(path, None, "mmap")
+
+
+_INDEX_MAGIC = b"MMIDIDX\x00\x00"
+# magic, version (<Q), dtype code (<B), number of items (<Q); then int32 sizes and int64 pointers
+_INDEX_HEADER = len(_INDEX_MAGIC) + 8 + 1 + 8
+
+
+def _read_index(index_file: str) -> tuple[type, np.ndarray]:
+    """The element type and item sizes of a fairseq mmap index; ValueError naming the file when it
+    is not one or is cut short."""
+    def unreadable(why):
+        return ValueError(f"{index_file} cannot be read ({why}): make the data-bin again with tree-fairseq-preprocess")
+
+    with open(index_file, "rb") as f:
+        header = f.read(_INDEX_HEADER)
+        if len(header) < _INDEX_HEADER or not header.startswith(_INDEX_MAGIC):
+            raise unreadable("not a fairseq mmap index, or cut short in its header")
+        (code,) = struct.unpack("<B", header[len(_INDEX_MAGIC) + 8:len(_INDEX_MAGIC) + 9])
+        (count,) = struct.unpack("<Q", header[-8:])
+        if code not in indexed_dataset._code_to_dtype:
+            raise unreadable(f"unknown element type code {code}")
+        if os.path.getsize(index_file) < _INDEX_HEADER + 12 * count:
+            raise unreadable(f"cut short: {os.path.getsize(index_file)} bytes for the {count} items it announces")
+        sizes = np.fromfile(f, dtype=np.int32, count=count)
+    return indexed_dataset._code_to_dtype[code], sizes
