@@ -1,0 +1,85 @@
+"""Published system outputs (docs/results/*/) reproduce every figure: scripts/publish_results.py
+writes them, and each published folder's scores are what sacreBLEU gives on its files, with as
+many lines as the reference, and the figures docs/ quotes are those scores."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import train_and_generate
+
+ROOT = Path(__file__).resolve().parents[1]
+SACREBLEU = str(Path(sys.executable).parent / "sacrebleu")
+PUBLISHED = sorted(path.parent for path in (ROOT / "docs" / "results").glob("*/scores.json"))
+
+
+def sacrebleu_score(folder: Path, ref: str, hyp: str) -> dict:
+    result = subprocess.run([SACREBLEU, ref, "-i", hyp, "-m", "bleu", "--format", "json"], cwd=folder,
+                            capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
+
+
+def test_publish_results_writes_outputs_scores_and_commands(tiny_databin, tmp_path):
+    output = train_and_generate(tiny_databin, tmp_path / "ck", "tree_transformer_tiny", "--inference-parser",
+                                "balanced", max_update=2)
+    first = tmp_path / "first.txt"
+    first.write_text(output)
+    # A second system: the reference itself as its hypotheses (a perfect score).
+    second = tmp_path / "second.txt"
+    lines = output.splitlines()
+    references = {line.split("\t")[0][2:]: line.split("\t")[1] for line in lines if line.startswith("T-")}
+    second.write_text("".join(
+        (f"H-{line.split(chr(9))[0][2:]}\t-0.1\t{references[line.split(chr(9))[0][2:]]}" if line.startswith("H-")
+         else line) + "\n" for line in lines))
+    out = tmp_path / "published"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out", str(out), "--lang", "en",
+                    "--data-bin", str(tiny_databin), "model.balanced=" + str(first), "oracle=" + str(second)],
+                   check=True, capture_output=True, text=True)
+    scores = json.loads((out / "scores.json").read_text())
+    assert set(scores["systems"]) == {"model.balanced", "oracle"} and scores["sentences"] == 40
+    assert scores["systems"]["oracle"]["score"] == pytest.approx(100.0)
+    assert scores["systems"]["model.balanced"]["score"] < 100
+    assert scores["paired_bootstrap"][0]["baseline"] == "model.balanced"
+    assert scores["paired_bootstrap"][0]["p_value"] < 0.05
+    check_published(out)
+    # score.sh gives the same figures
+    result = subprocess.run(["bash", str(out / "score.sh")], capture_output=True, text=True, check=True,
+                            env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+    printed = [float(number) for number in re.findall(r'"score": ([0-9.]+)', result.stdout)]
+    assert printed[:2] == pytest.approx([scores["systems"][name]["score"] for name in ("model.balanced", "oracle")])
+    # a system with a missing sentence is refused
+    second.write_text("".join(line + "\n" for line in lines if not line.startswith(("H-0\t", "T-0\t", "S-0\t"))))
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out", str(out),
+                             "--lang", "en", "--data-bin", str(tiny_databin), "a=" + str(first), "b=" + str(second)],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "1 missing (ids 0)" in result.stderr
+
+
+def check_published(folder: Path) -> None:
+    scores = json.loads((folder / "scores.json").read_text())
+    reference = next(folder.glob("ref.*"))
+    lines = len(reference.read_text(encoding="utf-8").splitlines())
+    assert lines == scores["sentences"]
+    for name, published in scores["systems"].items():
+        hyp = folder / f"{name}.hyp{reference.suffix}"
+        assert len(hyp.read_text(encoding="utf-8").splitlines()) == lines, hyp
+        computed = sacrebleu_score(folder, reference.name, hyp.name)
+        assert computed["score"] == pytest.approx(published["score"], abs=1e-9)
+        assert computed["signature"] == published["signature"]
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[path.name for path in PUBLISHED])
+def test_published_outputs_reproduce_their_scores_and_the_docs(folder):
+    check_published(folder)
+    scores = json.loads((folder / "scores.json").read_text())
+    quoting = [path for path in (ROOT / "docs").glob("*.md") if f"results/{folder.name}" in path.read_text()]
+    assert quoting, f"no page of docs/ quotes {folder}"
+    for page in quoting:
+        text = page.read_text(encoding="utf-8")
+        for name, published in scores["systems"].items():
+            rows = [line for line in text.splitlines() if re.search(rf"`{re.escape(name)}`", line)]
+            figures = {float(number) for row in rows for number in re.findall(r"\b\d+\.\d\d\b", row)}
+            assert round(published["score"], 2) in figures, (page, name, published["score"])
