@@ -206,7 +206,7 @@ def test_conllu_parser_output_reaches_the_data_bin_and_an_edit_of_it_is_redone(t
 def test_sentencepiece_recipe_to_scores_over_words(tmp_path):
     """--bpe sentencepiece end to end: generate.sh removes the ▁ pieces of a sentencepiece data-bin,
     so the scores are over words, not pieces."""
-    from helpers import train_and_generate
+    from helpers import check_inference_trees, train_and_generate
 
     write_tokenised_corpus(tmp_path / "text")
     command = ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--local", str(tmp_path / "text"), "--work",
@@ -230,19 +230,11 @@ def test_sentencepiece_recipe_to_scores_over_words(tmp_path):
     assert sorted(references) == sorted((tmp_path / "text" / "test.en").read_text().splitlines())
     assert "sentences scored: 8 of 8" in result.stdout
     # Raw text: the pieces' format is the data-bin's (auto), so fairseq-interactive makes the data-bin's trees.
-    import torch
-
     task = tasks.setup_task(options.parse_args_and_arch(options.get_training_parser(), [
         str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
         "--inference-parser", "balanced"]))
     assert task.inference_trees.subword_format == "sentencepiece"
-    task.load_dataset("test")
-    dataset = task.dataset("test")
-    sources = [dataset[i]["source"] for i in range(len(dataset))]
-    inference = task.build_dataset_for_inference(sources, [len(source) for source in sources])
-    for i in range(len(dataset)):
-        assert torch.equal(inference[i]["node_labels"], dataset[i]["node_labels"].long())
-        assert torch.equal(inference[i]["node_spans"], dataset[i]["node_spans"].long())
+    check_inference_trees(task)
     with pytest.raises(ValueError, match="--subword-format subword_nmt, but the source dictionary of .* is sentencepiece"):
         tasks.setup_task(options.parse_args_and_arch(options.get_training_parser(), [
             str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",

@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from fairseq import options, tasks
 
 spacy = pytest.importorskip("spacy", reason="spaCy is not installed: pip install -e '.[test]'")
 
-from helpers import USER_DIR, subprocess_env, train_and_generate  # noqa: E402
+from helpers import USER_DIR, check_inference_trees, subprocess_env, train_and_generate  # noqa: E402
 
 from tree_fairseq.cli import parse as parse_cli  # noqa: E402
 from tree_fairseq.cli import preprocess as preprocess_cli  # noqa: E402
@@ -214,13 +213,7 @@ def test_inference_parser_spacy_makes_the_data_bin_trees(spacy_databin):
         str(spacy_databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
         "--inference-parser", "spacy", "--inference-spacy-model", PIPELINE])
     task = tasks.setup_task(args)
-    task.load_dataset("test")
-    dataset = task.dataset("test")
-    sources = [dataset[i]["source"] for i in range(len(dataset))]
-    inference = task.build_dataset_for_inference(sources, [len(source) for source in sources])
-    for i in range(len(dataset)):
-        assert torch.equal(inference[i]["node_labels"], dataset[i]["node_labels"].long())
-        assert torch.equal(inference[i]["node_spans"], dataset[i]["node_spans"].long())
+    check_inference_trees(task)
     assert task.inference_trees.labels_unknown == {}
 
 
