@@ -18,8 +18,16 @@ from contextlib import contextmanager
 
 def exit_on_sigterm() -> None:
     """End the run on SIGTERM (``kill``, a job scheduler's stop) as on Ctrl-C: through its
-    ``finally`` blocks, so that its lock and staged work are cleaned up (exit status 143)."""
+    ``finally`` blocks, so that its lock and staged work are cleaned up (exit status 143).
+    Worker processes forked later (multiprocessing pools, ours and fairseq-preprocess's) inherit
+    the handler but keep SIGTERM's default: a pool stops its workers with it."""
+    main_process = os.getpid()
+
     def stop(signum, frame):
+        if os.getpid() != main_process:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
