@@ -64,7 +64,8 @@ def get_parser() -> argparse.ArgumentParser:
         "(the {pref}.tree.{src} file that tree-fairseq-preprocess reads).",
     )
     parser.add_argument("--input", required=True, help="tokenised text, one sentence per line")
-    parser.add_argument("--output", required=True, help="trees, one per input line")
+    parser.add_argument("--output", required=True,
+                        help="trees, one per input line (work in OUTPUT.parts/ and OUTPUT.lock while running)")
     parser.add_argument("--parser", choices=PARSERS, default="stanza",
                         help="stanza: stanza's constituency parser; spacy: an installed spaCy pipeline's "
                         "dependency parser (--spacy-model); bracketed: existing parser output, one bracketed "
@@ -88,7 +89,8 @@ def get_parser() -> argparse.ArgumentParser:
                         help="lines per resumable chunk (default 2000)")
     parser.add_argument("--on-failure", choices=ON_FAILURE, default="error",
                         help="a sentence the parser could not parse (stanza gave no tree; a --trees line that is "
-                        "empty, null, '( )' or broken): error stops the run (default); balanced/left/right give it "
+                        "empty, null, '( )' or broken; a CoNLL-U block without words or not well-formed): error "
+                        "stops the run (default); balanced/left/right give it "
                         "that trivial tree over its tokens, count it and list its line in OUTPUT.failures")
     return parser
 
