@@ -551,24 +551,3 @@ def test_sentencepiece_format_on_subword_nmt_text_says_which_format_it_is(tmp_pa
                              "--destdir", str(tmp_path / "bin"), "--workers", "1", "--subword-format", "sentencepiece"])
     assert "the text is in subword-nmt's format" in str(exit_info.value.code)
     assert "give --subword-format subword_nmt" in str(exit_info.value.code)
-
-
-def test_sigterm_ends_preprocess_without_leaving_its_staging_folder_or_lock(tmp_path):
-    import signal
-    import time
-
-    lines = ["a b c d e f g h"] * 200000
-    for suffix, content in (("de", lines), ("en", lines), ("tree.de", ["(S a b c d e f g h)"] * len(lines))):
-        (tmp_path / f"train.{suffix}").write_text("".join(line + "\n" for line in content))
-    run = subprocess.Popen([sys.executable, "-m", "tree_fairseq.cli.preprocess", "--source-lang", "de",
-                            "--target-lang", "en", "--trainpref", str(tmp_path / "train"), "--destdir",
-                            str(tmp_path / "bin"), "--workers", "1"], env=subprocess_env(),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not list(tmp_path.glob(".bin.partial-*")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert list(tmp_path.glob(".bin.partial-*")), "preprocess never staged"
-    run.send_signal(signal.SIGTERM)
-    assert run.wait(timeout=120) == 143, run.stderr.read()[-2000:]
-    assert not list(tmp_path.glob(".bin.partial-*")) and not (tmp_path / "bin.lock").exists()
-    assert not (tmp_path / "bin").exists()

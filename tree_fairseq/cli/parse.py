@@ -38,7 +38,7 @@ import sys
 
 from tqdm import tqdm
 
-from tree_fairseq.cli.locking import exit_on_sigterm, output_lock
+from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.parsing import ON_FAILURE, PARSERS, check_parser_options, make_parser
 from tree_fairseq.trees import TreeError
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
@@ -97,7 +97,6 @@ def get_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
-    exit_on_sigterm()
     # Importing fairseq sets the root logger to DEBUG; parsers log through it.
     logging.basicConfig(level=logging.WARNING, force=True)
     try:

@@ -37,7 +37,7 @@ from fairseq.data import Dictionary
 from fairseq_cli import preprocess as fairseq_preprocess
 from tqdm import tqdm
 
-from tree_fairseq.cli.locking import cleaned_up_on_sigterm, exit_on_sigterm, output_lock
+from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.data import TreeStreamWriter, node_dictionary_path, tree_stream_prefix
 from tree_fairseq.trees import (
     SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
@@ -78,7 +78,6 @@ def get_parser():
 
 def main(argv=None):
     args = get_parser().parse_args(argv)
-    exit_on_sigterm()
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
                         level=logging.INFO, stream=sys.stdout, force=True)
     try:
@@ -105,20 +104,19 @@ def _run(args):
     os.makedirs(os.path.dirname(destdir), exist_ok=True)
     stage = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.partial-", dir=os.path.dirname(destdir))
     try:
-        with cleaned_up_on_sigterm(lambda: shutil.rmtree(stage, ignore_errors=True)):
-            args.destdir = stage
-            # Trees first: a bad tree stops the run before fairseq binarises the text.
-            node_dict = Dictionary.load(args.nodedict) if args.nodedict else Dictionary()
-            for name, prefix in splits:
-                _write_trees(args, name, prefix, node_dict, grow_dictionary=name == "train" and not args.nodedict)
-            node_dict.save(node_dictionary_path(stage, args.source_lang))
-            try:
-                fairseq_preprocess.main(args)
-            except AssertionError as error:  # fairseq checks some options by assert
-                raise ValueError(f"fairseq-preprocess: {error}") from None
-            os.makedirs(destdir, exist_ok=True)
-            for name in sorted(os.listdir(stage)):
-                os.replace(os.path.join(stage, name), os.path.join(destdir, name))
+        args.destdir = stage
+        # Trees first: a bad tree stops the run before fairseq binarises the text.
+        node_dict = Dictionary.load(args.nodedict) if args.nodedict else Dictionary()
+        for name, prefix in splits:
+            _write_trees(args, name, prefix, node_dict, grow_dictionary=name == "train" and not args.nodedict)
+        node_dict.save(node_dictionary_path(stage, args.source_lang))
+        try:
+            fairseq_preprocess.main(args)
+        except AssertionError as error:  # fairseq checks some options by assert
+            raise ValueError(f"fairseq-preprocess: {error}") from None
+        os.makedirs(destdir, exist_ok=True)
+        for name in sorted(os.listdir(stage)):
+            os.replace(os.path.join(stage, name), os.path.join(destdir, name))
     finally:
         args.destdir = destdir
         shutil.rmtree(stage, ignore_errors=True)
