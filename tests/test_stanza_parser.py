@@ -146,6 +146,18 @@ def test_missing_models_fail_fast_with_the_download_command(tmp_path, monkeypatc
     compile(command[len('python -c "'):-1], "<command>", "exec")  # a valid Python line
 
 
+@pytest.mark.parametrize("lang", ["xx", "fr", "Klingon"])
+def test_a_language_without_a_constituency_parser_is_named_before_any_download(tmp_path, monkeypatch, lang):
+    def no_download(*args, **kwargs):
+        raise AssertionError("looked for models of a language stanza cannot parse")
+    monkeypatch.setattr(stanza_parser, "download_models", no_download)
+    monkeypatch.setattr(stanza_parser, "_load_pipeline", no_download)
+    with pytest.raises(ValueError, match=f"no constituency parser for language '{lang}'; it has one for da, de, en"):
+        StanzaParser(lang, model_dir=str(tmp_path), use_gpu=False)
+    for known in ("de", "German", "zh"):
+        stanza_parser.check_language(known)
+
+
 def _has_english_models() -> bool:
     return (os.path.exists(os.path.join(DEFAULT_MODEL_DIR, "resources.json"))
             and os.path.isdir(os.path.join(DEFAULT_MODEL_DIR, "en", "constituency")))

@@ -36,6 +36,7 @@ class StanzaParser:
         from tree_fairseq.parsing import Failures
 
         self.failures = Failures(on_failure)
+        check_language(lang)
         model_dir = model_dir or DEFAULT_MODEL_DIR
         options = dict(
             tokenize_pretokenized=True,  # one input line is one sentence, never re-split
@@ -109,6 +110,24 @@ def raw_tree(tree) -> RawTree:
         copy.children = [RawTree(child.label) for child in source.children]
         stack.extend(zip(source.children, copy.children))
     return root
+
+
+def check_language(lang: str) -> None:
+    """ValueError unless stanza has a constituency parser for ``lang`` (a code such as ``de`` or a
+    name stanza knows, ``German``), said before any model is looked for or downloaded."""
+    from stanza.models.common.constant import lang_to_langcode
+    from stanza.resources.default_packages import default_constituency, optional_constituency
+
+    known = sorted(set(default_constituency) | set(optional_constituency))
+    try:
+        code = lang_to_langcode(lang)
+    except ValueError:  # stanza's UnknownLanguageError
+        code = None
+    if code is None or not any(name == code or name.startswith(code + "-") for name in known):
+        raise ValueError(f"stanza {stanza.__version__} has no constituency parser for language {lang!r}; it has "
+                         f"one for {', '.join(known)}. For another language use --parser spacy (its dependency "
+                         "parses), or parse with another tool and read its output with --parser bracketed or "
+                         "--parser conllu")
 
 
 def download_models(lang: str, model_dir: str) -> None:
