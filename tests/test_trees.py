@@ -114,6 +114,15 @@ def test_alignment_failure_names_the_first_difference():
         align(parse_tree("(S (NP the dog) (VP barks))"), "the dog".split())
 
 
+def test_messages_name_invisible_characters_by_code_point():
+    with pytest.raises(TreeError, match=r"leaf 2 is 'dog<U\+200B>s' but token 2 is 'dogs'"):
+        align(parse_tree("(S (NP the dog\u200bs) (VP bark))"), "the dogs bark".split())
+    with pytest.raises(TreeError, match=r"text outside brackets: 'b<U\+00AD>c'"):
+        read_bracketed("(S a) b\u00adc")
+    with pytest.raises(TreeError, match=r"word 2 is 'do<U\+FEFF>gs' in the pieces but 'dogs' in the tree"):
+        expand_subwords(parse_tree("(S the dogs)"), "the do\ufeff@@ gs".split(), "subword_nmt")
+
+
 def test_subword_nmt_pieces_become_subtrees():
     tree = parse_tree("(S (NP the doghouse) (VP barks))")
     pieces = "the dog@@ hou@@ se bar@@ ks".split()

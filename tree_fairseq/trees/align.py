@@ -16,7 +16,7 @@ import html
 import itertools
 import unicodedata
 
-from tree_fairseq.trees.bracketed import TreeError
+from tree_fairseq.trees.bracketed import TreeError, quoted
 from tree_fairseq.trees.tree import Node, Tree
 
 _PTB_ESCAPES = {
@@ -124,7 +124,7 @@ def _token_of_leaf(leaves: list[str], words: list[str]) -> tuple[list[int], list
 def _first_difference(leaves, tokens) -> str:
     for i, (leaf, token) in enumerate(zip(leaves, tokens)):
         if canonical(leaf) != canonical(token):
-            return f"leaf {i + 1} is {leaf!r} but token {i + 1} is {token!r}"
+            return f"leaf {i + 1} is {quoted(leaf)} but token {i + 1} is {quoted(token)}"
     return f"{len(leaves)} leaves but {len(tokens)} tokens"
 
 
@@ -140,8 +140,8 @@ def tree_over_tokens(tree: Tree, tokens: list[str], token_words: list[list[str]]
     """
     words = [word for words_of_token in token_words for word in words_of_token]
     if words != list(tree.leaves):
-        raise TreeError(f"the tree's leaves {' '.join(tree.leaves)!r} "
-                        f"are not the words {' '.join(words)!r}")
+        raise TreeError(f"the tree's leaves {quoted(' '.join(tree.leaves))} "
+                        f"are not the words {quoted(' '.join(words))}")
     first_token, last_token = [], []  # of a node that starts / ends at each word
     for k, count in enumerate(map(len, token_words)):
         first_token += [k] + [k + 1] * (count - 1)

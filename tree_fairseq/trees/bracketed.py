@@ -20,6 +20,14 @@ class TreeError(ValueError):
     file and line add them with :func:`located`."""
 
 
+def quoted(text: str) -> str:
+    """``text`` in quotes for a message, with every character one cannot see (a control or format
+    character, whitespace other than the space: tab, no-break space, U+001F, ...) written as its code
+    point, ``'a<U+00A0>b'``: two tokens that print the same are then told apart."""
+    return "'" + "".join(char if char == " " or (char.isprintable() and not char.isspace())
+                         else f"<U+{ord(char):04X}>" for char in text) + "'"
+
+
 def located(error: object, path: str, line_number: int) -> "TreeError":
     """The same error, prefixed with ``path:line`` (1-based line)."""
     return TreeError(f"{path}:{line_number}: {error}")
@@ -58,7 +66,7 @@ def read_bracketed(line: str) -> list[RawTree]:
     if not tokens:
         raise TreeError("empty line where a tree was expected")
     if tokens[0] != "(":
-        raise TreeError(f"not a bracketed tree: {_preview(line)!r}")
+        raise TreeError(f"not a bracketed tree: {quoted(_preview(line))}")
     trees = []
     stack: list[RawTree] = []
     expect_label = False
@@ -71,23 +79,23 @@ def read_bracketed(line: str) -> list[RawTree]:
             expect_label = True
         elif token == ")":
             if not stack:
-                raise TreeError(f"unbalanced brackets: unexpected ')' in {_preview(line)!r}")
+                raise TreeError(f"unbalanced brackets: unexpected ')' in {quoted(_preview(line))}")
             node = stack.pop()
             if node.is_word:
-                raise TreeError(f"empty bracket pair '({node.label})' in {_preview(line)!r}")
+                raise TreeError(f"empty bracket pair '({node.label})' in {quoted(_preview(line))}")
             if not stack:
                 trees.append(node)
             expect_label = False
         else:
             if not stack:
-                raise TreeError(f"text outside brackets: {token!r} in {_preview(line)!r}")
+                raise TreeError(f"text outside brackets: {quoted(token)} in {quoted(_preview(line))}")
             if expect_label:
                 stack[-1].label = token
                 expect_label = False
             else:
                 stack[-1].children.append(RawTree(token))
     if stack:
-        raise TreeError(f"unbalanced brackets: {len(stack)} unclosed '(' in {_preview(line)!r}")
+        raise TreeError(f"unbalanced brackets: {len(stack)} unclosed '(' in {quoted(_preview(line))}")
     return trees
 
 

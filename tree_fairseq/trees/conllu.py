@@ -11,7 +11,7 @@ HEAD, DEPREL, DEPS, MISC; HEAD 0 marks a root.
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tree_fairseq.trees.bracketed import TreeError
+from tree_fairseq.trees.bracketed import TreeError, quoted
 from tree_fairseq.trees.dependency import DependencyParse
 from tree_fairseq.trees.textio import utf8_lines
 
@@ -87,13 +87,13 @@ def read_conllu_sentence(lines: list[str]) -> ConlluSentence:
     while word <= len(words):
         last, form = ranges.pop(word, (word, words[word - 1]))
         if last > len(words):
-            raise TreeError(f"multiword token {word}-{last} ({form!r}) goes past the last word {len(words)}")
+            raise TreeError(f"multiword token {word}-{last} ({quoted(form)}) goes past the last word {len(words)}")
         tokens.append(form)
         token_words.append(tuple(words[word - 1:last]))
         word = last + 1
     if ranges:
         first, (last, form) = next(iter(ranges.items()))
-        raise TreeError(f"multiword token {first}-{last} ({form!r}) does not start at a word of its own "
+        raise TreeError(f"multiword token {first}-{last} ({quoted(form)}) does not start at a word of its own "
                         "(it overlaps another)")
     tags = None if all(tag == "_" for tag in xpos) else tuple(xpos)
     return ConlluSentence(DependencyParse(tuple(words), tuple(heads), tuple(upos), tags),

@@ -12,7 +12,7 @@ Two piece formats: subword-nmt (a piece ending in ``@@`` continues into the
 next) and sentencepiece (a piece starting with ``▁`` starts a word).
 """
 
-from tree_fairseq.trees.bracketed import TreeError
+from tree_fairseq.trees.bracketed import TreeError, quoted
 from tree_fairseq.trees.tree import Node, Tree
 
 SUBWORD_LABEL = "@BPE"
@@ -80,5 +80,5 @@ def expand_subwords(tree: Tree, pieces: list[str], subword_format: str, subword_
 def _difference(leaves, words) -> str:
     for i, (leaf, (word, _, _)) in enumerate(zip(leaves, words)):
         if leaf != word:
-            return f"word {i + 1} is {word!r} in the pieces but {leaf!r} in the tree"
+            return f"word {i + 1} is {quoted(word)} in the pieces but {quoted(leaf)} in the tree"
     return f"the pieces spell {len(words)} words but the tree has {len(leaves)} leaves"
