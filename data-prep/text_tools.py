@@ -14,8 +14,12 @@
 - ``one-line``: standard input to standard output with every character that Python's text reading
   (and so sacremoses, subword-nmt, our own tools) takes for a line break, other than ``\\n``, made a
   space: a lone CR inside a line of one side would otherwise split it there and shift every later
-  pair. Run before the first tool that reads lines.
-- ``check-text``: stops naming the file and line of such a character, or of invalid UTF-8.
+  pair. Every other whitespace character (tab, no-break space, ...) becomes a space too. Run before
+  the first tool that reads lines.
+- ``check-text``: stops naming the file and line of such a line break, of whitespace other than the
+  space (subword-nmt splits words at spaces only, fairseq and the tree tools at every whitespace
+  character, so a no-break space inside a token would make the two disagree on the words), or of
+  invalid UTF-8.
 
 Lines are lines ending in ``\\n`` only, for reading and writing. Every output is written to
 ``OUT.tmp`` and renamed when complete.
@@ -28,7 +32,10 @@ import sys
 MAX_TOKEN_CHARS = 1000
 #: Characters other than LF that str.splitlines() (Python's readers of text streams) breaks a line at.
 LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-AS_SPACES = str.maketrans({char: " " for char in LINE_BREAKS})
+#: Whitespace that str.split() (fairseq, the tree tools) splits at but subword-nmt, which splits at
+#: the space only, keeps inside a word.
+OTHER_SPACES = "".join(char for char in map(chr, range(0x3000 + 1)) if char.isspace() and char not in LINE_BREAKS + " \n")
+AS_SPACES = str.maketrans({char: " " for char in LINE_BREAKS + OTHER_SPACES})
 
 
 def read_lines(path: str):
@@ -120,6 +127,17 @@ def check_text(args) -> None:
                         f"{path}, line {number}: {names} inside the line, which Python's readers (sacremoses, "
                         "subword-nmt, fairseq) take for a line break, so this side would have more lines than "
                         "the other; replace it by a space (data-prep/text_tools.py one-line < IN > OUT)"
+                    )
+                body = line.removesuffix("\n")
+                spaces = sorted({char for char in body if char in OTHER_SPACES})
+                if spaces:
+                    names = ", ".join(f"U+{ord(char):04X}" for char in spaces)
+                    column = min(body.index(char) for char in spaces) + 1
+                    raise ValueError(
+                        f"{path}, line {number}, character {column}: whitespace other than the space ({names}: "
+                        "tab, no-break space, ...); subword-nmt keeps it inside a word while fairseq and the "
+                        "tree tools split the word there, so the sides would disagree on the tokens; replace "
+                        "it by a space (data-prep/text_tools.py one-line < IN > OUT)"
                     )
 
 

@@ -119,6 +119,36 @@ def test_clean_and_lowercase_keep_lines_with_a_carriage_return_whole(tmp_path):
     assert (tmp_path / "lc").read_bytes() == b"x\ry z\na b\n"
 
 
+def test_one_line_makes_tabs_and_no_break_spaces_spaces():
+    result = text_tools("one-line", stdin="100\u00a0000 a\tb\u202fc\x1fd\n".encode())
+    assert result.returncode == 0
+    assert result.stdout.decode() == "100 000 a b c d\n"
+
+
+@pytest.mark.parametrize("char", ["\u00a0", "\t", "\x1f", "\u2009"])
+def test_check_text_names_whitespace_that_subword_nmt_keeps_inside_a_word(tmp_path, char):
+    """subword-nmt splits words at spaces only, fairseq and the tree tools at every whitespace
+    character: a no-break space inside a token would make them disagree."""
+    (tmp_path / "t").write_text(f"ok line\nle prix : 100{char}000 euros\n", encoding="utf-8")
+    result = text_tools("check-text", str(tmp_path / "t"))
+    assert result.returncode != 0
+    assert (f"{tmp_path / 't'}, line 2, character 14: whitespace other than the space (U+{ord(char):04X}"
+            in result.stderr.decode()), result.stderr.decode()
+    assert "one-line" in result.stderr.decode()
+
+
+def test_the_recipe_stops_at_a_no_break_space_before_parsing(tmp_path):
+    write_tokenised_corpus(tmp_path / "text")
+    train = tmp_path / "text" / "train.de"
+    lines = train.read_text(encoding="utf-8").split("\n")
+    lines[4] = lines[4].replace(" ", "\u00a0", 1)
+    train.write_text("\n".join(lines), encoding="utf-8")
+    result = run_prepare(tmp_path / "text", tmp_path / "work")
+    assert result.returncode != 0
+    assert f"{train}, line 5, character" in result.stderr and "U+00A0" in result.stderr
+    assert not list((tmp_path / "work" / "trees").iterdir())
+
+
 def test_check_text_names_invalid_utf8(tmp_path):
     (tmp_path / "t").write_bytes(b"ok\nbad \xff byte\n")
     result = text_tools("check-text", str(tmp_path / "t"))
