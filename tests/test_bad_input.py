@@ -3,6 +3,7 @@ every sentence of a generated split comes back, scores over a subset are refused
 at inference are named, resumed parsing notices edited input, and deep trees, bracket tokens, bad
 bytes and parser failures get a clear answer instead of a traceback."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -551,3 +552,32 @@ def test_sentencepiece_format_on_subword_nmt_text_says_which_format_it_is(tmp_pa
                              "--destdir", str(tmp_path / "bin"), "--workers", "1", "--subword-format", "sentencepiece"])
     assert "the text is in subword-nmt's format" in str(exit_info.value.code)
     assert "give --subword-format subword_nmt" in str(exit_info.value.code)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_sigterm_ends_preprocess_without_leaving_its_staging_folder_or_lock(tmp_path, workers):
+    """SIGTERM (what a scheduler or ``kill`` sends) cleans up as Ctrl-C does, worker processes
+    included, and the run ends with SIGTERM's status."""
+    import signal
+    import time
+
+    lines = ["a b c d e f g h"] * 200000
+    for suffix, content in (("de", lines), ("en", lines), ("tree.de", ["(S a b c d e f g h)"] * len(lines))):
+        (tmp_path / f"train.{suffix}").write_text("".join(line + "\n" for line in content))
+    assert not os.path.exists(tmp_path / "bin.lock")
+    run = subprocess.Popen([sys.executable, "-m", "tree_fairseq.cli.preprocess", "--source-lang", "de",
+                            "--target-lang", "en", "--trainpref", str(tmp_path / "train"), "--destdir",
+                            str(tmp_path / "bin"), "--workers", str(workers)], env=subprocess_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".bin.partial-*/*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(tmp_path.glob(".bin.partial-*")), "preprocess never staged"
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=120) == -signal.SIGTERM, run.stderr.read()[-2000:]
+    assert not list(tmp_path.glob(".bin.partial-*")) and not (tmp_path / "bin.lock").exists()
+    assert not (tmp_path / "bin").exists()
+    time.sleep(0.5)
+    group = subprocess.run(["ps", "-o", "pid=,stat=,cmd=", "-g", str(run.pid)], capture_output=True, text=True).stdout
+    alive = [line for line in group.splitlines() if line.split()[1][0] != "Z"]  # an exited child may await its reaper
+    assert not alive, f"worker processes outlived the run: {alive}"

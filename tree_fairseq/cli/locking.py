@@ -2,8 +2,8 @@
 
 A run holds ``OUTPUT.lock`` (created atomically, holding its process id, host, start time and
 command) while it writes OUTPUT, and removes it when it ends (also on an error or Ctrl-C). A
-second run on the same output is refused, naming the first. A lock left by a run that was killed
-(SIGTERM, SIGKILL, a machine that went down) is taken over when its process no longer runs on
+second run on the same output is refused, naming the first; SIGTERM removes it as Ctrl-C does. A lock
+left by a run that was killed (SIGKILL, a machine that went down) is taken over when its process no longer runs on
 this host; a lock of another host is never taken over (the message says how to remove it).
 """
 
@@ -14,6 +14,8 @@ import sys
 import time
 from contextlib import contextmanager
 
+from tree_fairseq.cli.termination import removed_on_sigterm
+
 
 @contextmanager
 def output_lock(output: str, option: str):
@@ -22,7 +24,8 @@ def output_lock(output: str, option: str):
     lock = os.path.abspath(output) + ".lock"
     _acquire(lock, output, option)
     try:
-        yield
+        with removed_on_sigterm(lock):
+            yield
     finally:
         try:
             os.remove(lock)

@@ -38,6 +38,7 @@ from fairseq_cli import preprocess as fairseq_preprocess
 from tqdm import tqdm
 
 from tree_fairseq.cli.locking import output_lock
+from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.data import TreeStreamWriter, node_dictionary_path, tree_stream_prefix
 from tree_fairseq.trees import (
     SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
@@ -103,23 +104,24 @@ def _run(args):
     destdir = os.path.abspath(args.destdir)
     os.makedirs(os.path.dirname(destdir), exist_ok=True)
     stage = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.partial-", dir=os.path.dirname(destdir))
-    try:
-        args.destdir = stage
-        # Trees first: a bad tree stops the run before fairseq binarises the text.
-        node_dict = Dictionary.load(args.nodedict) if args.nodedict else Dictionary()
-        for name, prefix in splits:
-            _write_trees(args, name, prefix, node_dict, grow_dictionary=name == "train" and not args.nodedict)
-        node_dict.save(node_dictionary_path(stage, args.source_lang))
+    with removed_on_sigterm(stage):  # as Ctrl-C does
         try:
-            fairseq_preprocess.main(args)
-        except AssertionError as error:  # fairseq checks some options by assert
-            raise ValueError(f"fairseq-preprocess: {error}") from None
-        os.makedirs(destdir, exist_ok=True)
-        for name in sorted(os.listdir(stage)):
-            os.replace(os.path.join(stage, name), os.path.join(destdir, name))
-    finally:
-        args.destdir = destdir
-        shutil.rmtree(stage, ignore_errors=True)
+            args.destdir = stage
+            # Trees first: a bad tree stops the run before fairseq binarises the text.
+            node_dict = Dictionary.load(args.nodedict) if args.nodedict else Dictionary()
+            for name, prefix in splits:
+                _write_trees(args, name, prefix, node_dict, grow_dictionary=name == "train" and not args.nodedict)
+            node_dict.save(node_dictionary_path(stage, args.source_lang))
+            try:
+                fairseq_preprocess.main(args)
+            except AssertionError as error:  # fairseq checks some options by assert
+                raise ValueError(f"fairseq-preprocess: {error}") from None
+            os.makedirs(destdir, exist_ok=True)
+            for name in sorted(os.listdir(stage)):
+                os.replace(os.path.join(stage, name), os.path.join(destdir, name))
+        finally:
+            args.destdir = destdir
+            shutil.rmtree(stage, ignore_errors=True)
 
 
 def _check_options(args, splits) -> None:
