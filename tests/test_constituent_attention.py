@@ -384,3 +384,36 @@ def test_parse_of_a_trained_looking_model_is_a_valid_tree():
     tree = unsupervised_parse(torch.stack(per_layer), min_layer=1)
     tree.check()
     assert (0, 19) in node_spans(tree) and len(tree.nodes) >= 2
+
+
+@pytest.mark.parametrize("renormalize", [False, True])
+def test_inference_without_autograd_gives_the_training_path_outputs(renormalize):
+    """Without autograd the prior and the attention are computed in place and head by head (so
+    that inference memory grows as the transformer's): the same numbers as the autograd path."""
+    torch.manual_seed(0)
+    constituents = ConstituentAttention(DIM).eval()
+    attention = ConstituentSelfAttention(DIM, HEADS, renormalize=renormalize).eval()
+    mask, _ = padding_mask()
+    x = torch.randn(len(LENGTHS), mask.size(1), DIM)
+    with torch.no_grad():
+        links, prior = constituents(x, mask)
+        out, weights = attention(x, prior, mask)
+    assert weights is None
+    with torch.enable_grad():
+        grad_links, grad_prior = constituents(x.clone().requires_grad_(), mask)
+        grad_out, _ = attention(x.clone().requires_grad_(), grad_prior, mask)
+    assert grad_prior.requires_grad and grad_out.requires_grad  # the other path was taken
+    torch.testing.assert_close(links, grad_links.detach(), atol=0, rtol=0)
+    torch.testing.assert_close(prior, grad_prior.detach(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(out, grad_out.detach(), atol=1e-6, rtol=1e-6)
+    assert torch.all(out[mask] == 0)
+
+
+def test_prior_without_autograd_is_exact_on_hard_breaks_and_strong_links():
+    mask, _ = padding_mask()
+    links = torch.rand(len(LENGTHS), mask.size(1) - 1, generator=torch.Generator().manual_seed(3))
+    links[3, 4], links[4, 2], links[4, 5] = 0.0, 1.0, 1.0 - 1e-7
+    with torch.no_grad():
+        lean = constituent_prior(links, mask)
+    reference = constituent_prior(links.clone().requires_grad_(), mask).detach()
+    assert torch.equal(lean, reference)
