@@ -200,6 +200,7 @@ def test_readme_torchrun(tiny_databin):
     assert (parsed.task, parsed.arch) == ("tree_translation", "tree_transformer_tiny")
 
 
+@pytest.mark.slow
 def test_readme_quickstart_iwslt(tmp_path):
     write_tokenised_corpus(tmp_path / "text")
     command = fill(readme_command("quickstart_iwslt"),
@@ -211,6 +212,7 @@ def test_readme_quickstart_iwslt(tmp_path):
     assert "docs/iwslt_lowres.md" in output  # where the converged scores are
 
 
+@pytest.mark.slow
 def test_readme_quickstart_synthetic(tmp_path):
     command = fill(readme_command("quickstart_synthetic"),
                    {"--synthetic": f"--synthetic --work {tmp_path} --minutes 0.02"})
@@ -230,6 +232,7 @@ def test_readme_induce_trees(tmp_path):
     assert "constituent attention (2 updates, m=0)" in succeeded(bash(command, ROOT))
 
 
+@pytest.mark.slow
 def test_readme_parse_as_translation(tmp_path):
     shared_data("ptb-sample")
     command = fill(readme_command("parse_as_translation"), {"WORK": tmp_path}) + (
@@ -247,8 +250,12 @@ def test_readme_benchmark_speed(tiny_databin):
     for row in ("1 training target words/s", "measured / ideal", "2 generation sentences/s", "3 peak training memory",
                 "4 encoder-forward memory growth"):
         assert row in output, output
+    generation = output[output.index("2 generation sentences/s"):output.index("3 peak training memory")]
+    assert "ideal = FLOPs transf. / FLOPs tree" in generation and "measured / ideal" in generation, output
+    assert "NOT MEASURED" not in output, output
 
 
+@pytest.mark.slow
 def test_readme_compare_bleu(tiny_databin, tmp_path):
     command = fill(readme_command("compare_bleu"), {"DATA-BIN OUT 400": f"{tiny_databin} {tmp_path} 2", " ...": ""})
     output = succeeded(bash(command, ROOT))
