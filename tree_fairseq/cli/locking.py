@@ -1,9 +1,9 @@
 """One run at a time per output: two runs writing the same output would mix their work.
 
 A run holds ``OUTPUT.lock`` (created atomically, holding its process id, host, start time and
-command) while it writes OUTPUT, and removes it when it ends (also on an error or Ctrl-C). A
-second run on the same output is refused, naming the first; SIGTERM removes it as Ctrl-C does. A lock
-left by a run that was killed (SIGKILL, a machine that went down) is taken over when its process no longer runs on
+command) while it writes OUTPUT, and removes it when it ends (also on an error, Ctrl-C or
+SIGTERM). A second run on the same output is refused, naming the first. A lock left by a run that
+was killed (SIGKILL, a machine that went down) is taken over when its process no longer runs on
 this host; a lock of another host is never taken over (the message says how to remove it).
 """
 
