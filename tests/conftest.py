@@ -18,6 +18,14 @@ from tree_fairseq.trees import trivial_tree
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
 
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: an end-to-end test of half a minute or more (training, recipes, the quick starts); "
+        "pytest -m 'not slow' leaves them out for a quick loop")
+
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 

@@ -151,6 +151,7 @@ def test_score_refuses_the_output_of_another_split(tmp_path, tiny_databin):
     assert f"the source of sentence 0 is {valid[0].replace('@@ ', '')!r}, but sentence 0 of" in refused(wrong)
 
 
+@pytest.mark.slow
 def test_generate_sh_refuses_a_score_over_skipped_sentences(tiny_databin, checkpoint, tmp_path):
     root = subprocess_env()
     command = ["bash", str(ROOT / "scripts" / "generate.sh"), "--metrics", "tokbleu", str(tiny_databin),
@@ -480,6 +481,7 @@ def _resorted_copy(databin, destination):
     return destination
 
 
+@pytest.mark.slow
 def test_generation_refuses_a_data_bin_with_another_node_dictionary(tiny_databin, checkpoint, tmp_path):
     assert fairseq_generate(tiny_databin, checkpoint).returncode == 0
     result = fairseq_generate(_resorted_copy(tiny_databin, tmp_path / "resorted"), checkpoint)

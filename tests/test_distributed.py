@@ -13,6 +13,8 @@ import torch
 
 from helpers import USER_DIR, subprocess_env
 
+pytestmark = pytest.mark.slow  # end to end: the README test command runs it, pytest -m "not slow" leaves it out
+
 WORKER = str(Path(__file__).with_name("distributed_worker.py"))
 
 

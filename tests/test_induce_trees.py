@@ -296,6 +296,7 @@ def test_script_defaults_are_the_papers(script):
     assert script.get_parser().parse_args(["--workdir", "w", "--keep-punctuation"]).word_filter == "none"
 
 
+@pytest.mark.slow
 def test_script_trains_parses_scores_and_resumes(script, tmp_path):
     trees = shared_data("ptb-sample") / "wsj_0001-0199.mrg.txt"
     # The tiny model has 2 layers: m = 0 (the default m = 3 needs 4).

@@ -12,6 +12,8 @@ from subword_nmt.apply_bpe import BPE
 from conftest import shared_data
 from tree_fairseq.cli import parse as parse_cli
 
+pytestmark = pytest.mark.slow  # end to end: the README test command runs it, pytest -m "not slow" leaves it out
+
 USER_DIR = str(Path(__file__).resolve().parents[1] / "tree_fairseq")
 BIN = Path(sys.executable).parent
 

@@ -92,6 +92,7 @@ def test_beam_search_scores_equal_full_sequence_scores(model):
     check_beam_scores_equal_full_sequence_scores(task, net, by_length(task)[20:26])
 
 
+@pytest.mark.slow
 def test_fairseq_train_and_generate(case, tmp_path):
     arch, task, databin = case
     stdout = train_and_generate(databin, tmp_path, arch, "--share-all-embeddings", task=task, max_update=3,

@@ -22,6 +22,7 @@ def sacrebleu_score(folder: Path, ref: str, hyp: str) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_publish_results_writes_outputs_scores_and_commands(tiny_databin, tmp_path):
     output = train_and_generate(tiny_databin, tmp_path / "ck", "tree_transformer_tiny", "--inference-parser",
                                 "balanced", max_update=2)

@@ -169,6 +169,7 @@ def test_readme_train(tiny_databin):
     assert "done training" in succeeded(bash(command, ROOT))
 
 
+@pytest.mark.slow
 def test_readme_train_gpus(tiny_databin):
     # Without GPUs, fairseq trains in this one process.
     command = fill(readme_command("train_gpus"), {"DATA-BIN": tiny_databin, "...": f"{BUDGET} --no-save"})
@@ -383,6 +384,7 @@ def interactive_translation(tiny_databin, tiny_corpus, trained, bpe_codes):
     return re.findall(r"^D-0\t\S+\t(.*)$", output, re.M)
 
 
+@pytest.mark.slow
 def test_readme_interactive(interactive_translation):
     assert len(interactive_translation) == 1 and interactive_translation[0].strip()
 

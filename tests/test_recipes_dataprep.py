@@ -196,6 +196,7 @@ def test_an_edit_that_kept_size_and_time_stamp_is_redone(tmp_path):
     assert (tmp_path / "work" / "tok" / "valid.de").read_text().splitlines()[0] == lines[0]
 
 
+@pytest.mark.slow
 def test_conllu_parser_output_reaches_the_data_bin_and_an_edit_of_it_is_redone(tmp_path):
     """--parser conllu --trees-dir DIR reads DIR/{split}.{lang}.conllu; the parse step is keyed
     on that file's content too."""
@@ -233,6 +234,7 @@ def test_conllu_parser_output_reaches_the_data_bin_and_an_edit_of_it_is_redone(t
     assert result.returncode != 0 and "--parser conllu needs --trees-dir DIR" in result.stderr
 
 
+@pytest.mark.slow
 def test_sentencepiece_recipe_to_scores_over_words(tmp_path):
     """--bpe sentencepiece end to end: generate.sh removes the ▁ pieces of a sentencepiece data-bin,
     so the scores are over words, not pieces."""

@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
+@pytest.mark.slow
 def test_hydra_train_with_a_config(tiny_databin, tmp_path):
     workdir, save_dir = tmp_path / "cwd", tmp_path / "checkpoints"
     workdir.mkdir()

@@ -198,6 +198,7 @@ def trained(spacy_databin, tmp_path_factory):
     return save_dir, output
 
 
+@pytest.mark.slow
 def test_a_tree_transformer_learns_from_the_spacy_data_bin(spacy_databin, trained):
     labels = (spacy_databin / "dict.fr.nodes.txt").read_text(encoding="utf-8").split()[::2]
     assert {"NP", "VP"} <= set(labels)
@@ -217,6 +218,7 @@ def test_inference_parser_spacy_makes_the_data_bin_trees(spacy_databin):
     assert task.inference_trees.labels_unknown == {}
 
 
+@pytest.mark.slow
 def test_fairseq_interactive_with_spacy_translates_as_the_data_bin_trees(spacy_databin, trained):
     save_dir, output = trained
     generated = {int(line.split("\t")[0][2:]): line.split("\t")[2] for line in output.splitlines()
@@ -245,6 +247,7 @@ def _json_records(log):
     return records
 
 
+@pytest.mark.slow
 def test_the_recipe_passes_the_spacy_pipeline_through(tmp_path, french_trees):
     text = tmp_path / "text"
     text.mkdir()

@@ -472,6 +472,7 @@ def test_generation_is_batch_invariant(parser_model):
                                        atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_fairseq_train_and_generate(parse_databin, tmp_path):
     stdout = train_and_generate(parse_databin, tmp_path, ARCH, "--tree-order", "depth_first",
                                 task="tree_generation")

@@ -20,6 +20,8 @@ from helpers import USER_DIR, subprocess_env
 
 from tree_fairseq import synthetic
 
+pytestmark = pytest.mark.slow  # end to end: the README test command runs it, pytest -m "not slow" leaves it out
+
 CONFIG = synthetic.BenchmarkConfig(valid=20, seed=1)  # the default benchmark (docs/tree_benchmark.md)
 UPDATES = 1000
 MARGIN = 15.0  # exact-match points

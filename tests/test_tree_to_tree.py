@@ -122,6 +122,7 @@ def test_only_whole_trees_are_generated(tiny):
             delinearize(symbols).check()
 
 
+@pytest.mark.slow
 def test_fairseq_train_and_generate(for2lam_databin, tmp_path):
     stdout = train_and_generate(for2lam_databin, tmp_path, ARCH, task=TASK)
     hypotheses = re.findall(r"^H-(\d+)\t\S+\t(.*)$", stdout, flags=re.M)

@@ -233,6 +233,7 @@ def test_bf16_autocast_forward_has_no_nan(tiny):
 # End to end
 
 
+@pytest.mark.slow
 def test_fairseq_train_and_generate(tiny_databin, tmp_path):
     stdout = train_and_generate(tiny_databin, tmp_path, ARCH, "--share-all-embeddings")
     hypotheses = re.findall(r"^H-(\d+)\t", stdout, flags=re.M)
