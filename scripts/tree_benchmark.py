@@ -20,7 +20,8 @@ dropout, Adam (0.9, 0.98), lr 5e-3, inverse sqrt with 100 warmup updates, cross-
 of 1024 tokens (leaves + nodes for tree inputs), UPDATES updates, one CPU thread; the last
 checkpoint translates the test split greedily (beam 1, at most 2n + 2 tokens). ``--curve`` also
 keeps a checkpoint every ``--curve-every`` updates for the tree transformer on gold and balanced
-trees and scores each (exact match vs updates). WORK/data is the benchmark (made once, with
+trees (each with and without ``--leaf-weight-per-head``, where those runs are asked for) and
+scores each (exact match vs updates). WORK/data is the benchmark (made once, with
 ``--data-seed`` and its default size), WORK/runs/NAME/seedS holds each run; a finished run is not
 redone, so an interrupted command continues where it stopped. The table (mean and standard
 deviation over the seeds that finished; missing cells say so) is printed and, with ``--table``,
@@ -62,7 +63,8 @@ RUNS = [
     "tree_composition_transformer/balanced/--composition-leaves/contextual/--encoder-layers/2/--node-labels",
     "constituent_transformer/text", "treeformer/text", "transformer/text",
 ]
-CURVE_RUNS = ["tree_transformer/gold", "tree_transformer/balanced"]
+CURVE_RUNS = ["tree_transformer/gold", "tree_transformer/balanced",
+              "tree_transformer/gold/--leaf-weight-per-head", "tree_transformer/balanced/--leaf-weight-per-head"]
 MODEL_FLAGS = [
     "--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128", "--encoder-attention-heads", "4",
     "--encoder-layers", "2", "--decoder-embed-dim", "64", "--decoder-ffn-embed-dim", "128",
@@ -206,7 +208,8 @@ def main(argv=None) -> None:
     parser.add_argument("--runs", nargs="+", default=RUNS, metavar="NAME", help="runs (default: all; --list)")
     parser.add_argument("--list", action="store_true", help="print the run names and exit")
     parser.add_argument("--curve", action="store_true",
-                        help="learning curve of the tree transformer on gold and balanced trees")
+                        help="learning curve of the tree transformer on gold and balanced trees (with and "
+                        "without --leaf-weight-per-head, where those runs are asked for)")
     parser.add_argument("--curve-every", type=int, default=200, help="updates between curve points")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, one thread each (default 1)")
     parser.add_argument("--data-seed", type=int, default=1, help="seed of the benchmark data (default 1)")
