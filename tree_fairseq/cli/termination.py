@@ -78,24 +78,45 @@ def _default_in_child() -> None:
     _cleanups.clear()
 
 
+def _live_children() -> list[int]:
+    """The process ids of this process's children that have not exited: from ``/proc`` (every
+    thread's children), else multiprocessing's list of its own."""
+    try:
+        pids = set()
+        for thread in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{thread}/children") as f:
+                pids.update(int(pid) for pid in f.read().split())
+    except OSError:
+        return [child.pid for child in multiprocessing.active_children()]
+    live = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X"):
+            live.append(pid)
+    return live
+
+
 def _handler(signum, frame) -> None:
     global _terminating
     _terminating = True
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    # A worker forked just before the flag was set joins the list a moment later: look until the
-    # list has stayed empty for a while (at most a few seconds in all).
+    # Every process the run forked, seen by the kernel (a worker forked just before the flag may
+    # not be in multiprocessing's list yet); those forked from now on exit at once.
     deadline = time.monotonic() + 10
-    quiet_since = time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - quiet_since < 0.3:
-        children = multiprocessing.active_children()
-        if children:
-            for child in children:
-                child.terminate()
-            for child in children:
-                child.join(timeout=max(0.0, deadline - time.monotonic()))
-            quiet_since = time.monotonic()
-        else:
-            time.sleep(0.05)
+    while time.monotonic() < deadline:
+        children = _live_children()
+        if not children:
+            break
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
     for cleanup in reversed(_cleanups):
         try:
             cleanup()
