@@ -63,6 +63,7 @@ On a GPU, leave the dimensions out to benchmark the architectures as registered.
 
 import argparse
 import itertools
+import json
 import logging
 import math
 import os
@@ -95,7 +96,7 @@ TEXT_KEYS = ("src_tokens", "src_lengths", "prev_output_tokens")
 TARGETS = {"train": 0.9, "generate": 0.8, "memory": 1.5, "growth": 2.0}
 
 
-def parse_args():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", help="tree data-bin (tree-fairseq-preprocess)")
     parser.add_argument("--source-lang", default=None, help="default: inferred from the data-bin, as fairseq")
@@ -135,7 +136,10 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cpu", action="store_true", help="use the CPU even when CUDA is available")
     parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's choice)")
-    return parser.parse_args()
+    parser.add_argument("--json", metavar="PATH",
+                        help="also write the run's ratios and raw figures to PATH as JSON (scripts/benchmark_all.py "
+                             "reads them)")
+    return parser.parse_args(argv)
 
 
 # --- devices and measurement -------------------------------------------------------------------
@@ -750,6 +754,42 @@ def report(a, m: Measurements) -> None:
         print(f"\nNOT MEASURED (see the tracebacks above): {', '.join(m.errors)}")
 
 
+def summary(a, m: Measurements) -> dict:
+    """The run's figures as plain numbers (None where not measured): the ratios of the report
+    (tree / transformer; speeds as tree speed over transformer speed) and what they come from."""
+    result = {
+        "tree_arch": a.tree_arch, "baseline_arch": a.baseline_arch, "device": m.device.describe(),
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"), "load_average": [m.load_at_start, load_note()],
+        "data": a.data, "dims": m.pair[1].dims(), "lengths": m.lengths,
+        "train_ratio": None, "train_ideal": None, "gen_ratio": None, "gen_ideal": None,
+        "train_memory_ratio": None, "train_memory_above_ratio": None, "memory_growth_ratio": None,
+    }
+    if m.train is not None:
+        result["train_ratio"] = m.train[0].speed_ratio()
+    if m.flops is not None:
+        result["train_ideal"] = m.flops["transformer"] / m.flops["tree"]
+    if m.generation is not None:
+        result["gen_ratio"] = m.generation[0].speed_ratio()
+    if m.gen_flops is not None:
+        result["gen_ideal"] = m.gen_flops["transformer"] / m.gen_flops["tree"]
+        result["gen_gflop"] = {n: f / 1e9 for n, f in m.gen_flops.items()}
+    if m.memory is not None:
+        result["train_memory_mib"] = {n: [v / MIB for v in m.memory[n]] for n in m.memory}
+        result["train_memory_ratio"] = m.memory["tree"][0] / m.memory["transformer"][0]
+        result["train_memory_above_ratio"] = m.memory["tree"][1] / m.memory["transformer"][1]
+    if m.sweep is not None:
+        result["encoder_memory_mib"] = {f"{mode}/{name}": [v / MIB for v in peaks]
+                                        for (mode, name), peaks in m.sweep.items()}
+        # growth from the first length to each other one, the tree's over the transformer's
+        result["memory_growth_ratio"] = {
+            mode: {str(n): (m.sweep[mode, "tree"][i] / m.sweep[mode, "tree"][0])
+                   / (m.sweep[mode, "transformer"][i] / m.sweep[mode, "transformer"][0])
+                   for i, n in enumerate(m.lengths) if i}
+            for mode in ("training", "inference")}
+    result["errors"] = m.errors
+    return result
+
+
 def main():
     a = parse_args()
     if a.fp16 and not (torch.cuda.is_available() and not a.cpu):
@@ -758,6 +798,9 @@ def main():
         torch.set_num_threads(a.threads)
     measurements = measure(a)
     report(a, measurements)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(summary(a, measurements), f, indent=1)
     return 1 if measurements.errors else 0
 
 

@@ -133,7 +133,7 @@ def check_encoder_batch_invariance(task, model):
             row = row_of(batch, index)
             out_alone = model.encoder.forward_torchscript(alone["net_input"])
             out_batch = model.encoder.forward_torchscript(batch["net_input"])
-            # a chart's memory has padded cells even alone: compare the real positions, in order
+            # a chart's memory may hold cells masked for one sentence: compare the real positions, in order
             real_alone = ~out_alone["encoder_padding_mask"][0][0]
             real = ~out_batch["encoder_padding_mask"][0][row]
             assert real.sum() == real_alone.sum() < real.numel()

@@ -32,7 +32,7 @@ RECIPES = {
 }
 SCRIPTS = ["train.sh", "generate.sh", "average_checkpoints.sh", "quickstart.sh",
            "attention_mass.py", "draw_tree_attention.py", "compare_bleu.sh",
-           "benchmark_speed.py", "for2lam.py"]
+           "benchmark_speed.py", "benchmark_all.py", "for2lam.py"]
 
 
 def run(command, cwd=None, env=None):

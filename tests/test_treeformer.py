@@ -58,13 +58,16 @@ def test_memory_is_tokens_then_chart_cells_without_eos(tiny_databin, left_pad_so
     batch_size, length = src_tokens.shape
     with torch.no_grad():
         out = model.encoder.forward_torchscript(batch["net_input"])
-    memory, mask = out["encoder_out"][0], out["encoder_padding_mask"][0]
+    memory, mask, kept = out["encoder_out"][0], out["encoder_padding_mask"][0], out["chart_cells"][0]
     levels = min(4, length) - 1  # the spans of 2, 3 and 4 tokens
-    assert memory.shape == (length + levels * length, batch_size, 32)
-    assert mask.shape == (batch_size, length + levels * length)
+    assert memory.shape == (length + kept.numel(), batch_size, 32)
+    assert mask.shape == (batch_size, length + kept.numel())
     assert torch.equal(mask[:, :length], src_tokens.eq(task.source_dictionary.pad()))
     assert torch.equal(mask[:, length:], out["chart_padding_mask"][0])
-    cells = mask[:, length:].view(batch_size, levels, length)  # [b, h - 2, i]: the span of h tokens from i
+    # every cell of the chart, [b, h - 2, i]: the span of h tokens from i; True where masked
+    masked = torch.ones(batch_size, levels * length, dtype=torch.bool)
+    masked[:, kept] = mask[:, length:]
+    masked = masked.view(batch_size, levels, length)
     for b in range(batch_size):
         words = src_tokens[b].ne(task.source_dictionary.pad()) & src_tokens[b].ne(task.source_dictionary.eos())
         positions = words.nonzero().flatten().tolist()
@@ -72,8 +75,51 @@ def test_memory_is_tokens_then_chart_cells_without_eos(tiny_databin, left_pad_so
         for h in range(2, levels + 2):
             for i in range(length):
                 inside = first <= i and i + h - 1 <= last  # the EOS column is past `last`
-                assert bool(cells[b, h - 2, i]) == (not inside)
+                assert bool(masked[b, h - 2, i]) == (not inside)
+    # the cells left out are those masked in every sentence: at least the last h columns of height h
+    assert torch.equal(kept, (~masked.all(dim=0)).flatten().nonzero().squeeze(1))
+    assert kept.numel() <= levels * length - (2 + 3 + 4)
     assert (memory[length:].transpose(0, 1)[mask[:, length:]] == 0).all()
+
+
+def with_every_chart_cell(encoder_out, length, levels):
+    """The encoder output with all ``levels·length`` chart cells, the masked ones zero: the
+    memory before the cells masked in every sentence were left out."""
+    kept = encoder_out["chart_cells"][0]
+    tokens, cells = encoder_out["encoder_out"][0][:length], encoder_out["encoder_out"][0][length:]
+    cell_mask = encoder_out["chart_padding_mask"][0]
+    every_cell = cells.new_zeros(levels * length, *cells.shape[1:])
+    every_cell[kept] = cells
+    every_mask = cell_mask.new_ones(cell_mask.size(0), levels * length)
+    every_mask[:, kept] = cell_mask
+    return {
+        **encoder_out,
+        "encoder_out": [torch.cat([tokens, every_cell])],
+        "encoder_padding_mask": [torch.cat([encoder_out["encoder_padding_mask"][0][:, :length], every_mask], dim=1)],
+        "chart_padding_mask": [every_mask],
+        "chart_cells": [torch.arange(levels * length)],
+    }
+
+
+def test_cells_left_out_change_no_beam_output(tiny_databin, monkeypatch):
+    task, model = build(tiny_databin)
+    indices = by_length(task)[-8:]
+    batch = collate(task, indices)
+    hypos = helpers.generate(model, task, batch, beam=4)
+    length = batch["net_input"]["src_tokens"].size(1)
+    levels = min(model.encoder.chart.max_span, length) - 1
+    with torch.no_grad():
+        assert model.encoder.forward_torchscript(batch["net_input"])["chart_cells"][0].numel() < levels * length
+    forward = type(model.encoder).forward
+    monkeypatch.setattr(type(model.encoder), "forward",
+                        lambda self, *args, **kwargs: with_every_chart_cell(forward(self, *args, **kwargs), length, levels))
+    every_cell_hypos = helpers.generate(model, task, batch, beam=4)
+    for sentence, every_cell_sentence in zip(hypos, every_cell_hypos, strict=True):
+        for hypo, every_cell_hypo in zip(sentence, every_cell_sentence, strict=True):
+            assert hypo["tokens"].tolist() == every_cell_hypo["tokens"].tolist()
+            # the same sums over fewer terms: float32 rounding only
+            torch.testing.assert_close(hypo["positional_scores"], every_cell_hypo["positional_scores"],
+                                       atol=1e-5, rtol=0)
 
 
 def test_tree_keys_are_ignored(tiny):

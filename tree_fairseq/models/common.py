@@ -23,10 +23,13 @@ class SentenceRowsReorder:
     ``source_rows`` (empty: row b is sentence b; else one LongTensor, the sentence of each row);
     fairseq's fields and the encoder's ``sentence_keys`` (tensors with the batch first) are
     reordered only when that changes: the expansion to beam rows, a finished sentence leaving the
-    batch. Mix in before fairseq's encoder class."""
+    batch; its ``shared_keys`` (the same for every row) are carried over as they are. Mix in before
+    fairseq's encoder class."""
 
     #: Entries of the encoder output, besides fairseq's, that hold one row per sentence (batch first).
     sentence_keys: tuple[str, ...] = ()
+    #: Entries of the encoder output, besides fairseq's, that hold no row per sentence: kept as they are.
+    shared_keys: tuple[str, ...] = ()
 
     def reorder_encoder_out(self, encoder_out, new_order):
         rows = encoder_out.get("source_rows", [])
@@ -40,6 +43,8 @@ class SentenceRowsReorder:
         reordered = super().reorder_encoder_out(encoder_out, new_order)
         for key in self.sentence_keys:
             reordered[key] = [tensor.index_select(0, new_order) for tensor in encoder_out[key]]
+        for key in self.shared_keys:
+            reordered[key] = encoder_out[key]
         reordered["source_rows"] = [reordered_rows]
         return reordered
 

@@ -13,11 +13,17 @@ chart, so it lies in no span; it stays a token the decoder attends to.
 
 Decoder: fairseq's transformer decoder; its cross-attention memory is the whole chart, the tokens
 (the chart's first row) followed by the cells above them,
-``encoder_out["encoder_out"] = [tokens; cells]`` ``(n + L·n, B, C)`` with the combined key
-padding mask ``(B, n + L·n)`` (cells height by height, :meth:`Chart.flatten`), so fairseq's own
-cross-attention, its key/value cache and beam reordering serve it unchanged. ``L = min(H, n) - 1``
-for the batch's width ``n``; cells of spans that hold padding or EOS are masked.
-``encoder_out["chart_padding_mask"]`` ``(B, L·n)`` is the cells' part of that mask.
+``encoder_out["encoder_out"] = [tokens; cells]`` ``(n + m, B, C)`` with the combined key
+padding mask ``(B, n + m)``, so fairseq's own cross-attention, its key/value cache and beam
+reordering serve it unchanged. Cells of spans that hold padding or EOS are masked. The cells are
+the chart's ``L·n`` cells height by height (:meth:`Chart.flatten`; ``L = min(H, n) - 1`` for the
+batch's width ``n``) less those masked in every sentence of the batch: the spans that run past
+the longest sentence or over its EOS (the last h columns of height h), and padding every sentence
+shares. A masked key gets no weight, so leaving them out changes no output; it saves their
+keys and values and, at every decoder step, the reading of them (about 6 of every 25 cells at
+n = 25). ``encoder_out["chart_cells"]`` ``(m,)`` is each kept cell's index ``(h - 2)·n + i``
+in the flattened chart (the span of h tokens from i), and ``encoder_out["chart_padding_mask"]``
+``(B, m)`` is the cells' part of the key padding mask.
 
 Options: ``--chart-composition gelu_layernorm`` and ``--chart-pooling vector``, this plugin's
 earlier forms of eqs. 1 and 2 (checkpoints of those forms load with them unasked).
@@ -82,13 +88,15 @@ class TreeformerConfig(TransformerConfig):
 class TreeformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
     """fairseq's transformer encoder followed by a :class:`TreeformerChart`.
 
-    Its output is fairseq's encoder dictionary whose ``encoder_out`` ``(n + L·n, B, C)`` and
-    ``encoder_padding_mask`` ``(B, n + L·n)`` hold the tokens then the chart cells, plus
-    ``chart_padding_mask`` ``(B, L·n)``. ``encoder_embedding`` and ``encoder_states`` are the
-    tokens' only.
+    Its output is fairseq's encoder dictionary whose ``encoder_out`` ``(n + m, B, C)`` and
+    ``encoder_padding_mask`` ``(B, n + m)`` hold the tokens then the m chart cells that are real
+    in at least one sentence, plus ``chart_padding_mask`` ``(B, m)`` and ``chart_cells`` ``(m,)``
+    (each cell's index in :meth:`Chart.flatten`'s ``L·n`` cells). ``encoder_embedding`` and
+    ``encoder_states`` are the tokens' only.
     """
 
     sentence_keys = ("chart_padding_mask",)
+    shared_keys = ("chart_cells",)
 
     def __init__(self, cfg, dictionary, embed_tokens):
         super().__init__(cfg, dictionary, embed_tokens)
@@ -116,11 +124,15 @@ class TreeformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
         token_padding_mask = encoder_out["encoder_padding_mask"][0]  # (B, n)
         chart = self.chart(tokens.transpose(0, 1), token_padding_mask | src_tokens.eq(self.dictionary.eos()))
         cells, cell_padding_mask = chart.flatten()  # (B, L·n, C), (B, L·n)
+        kept = (~cell_padding_mask.all(dim=0)).nonzero().squeeze(1)  # (m,): real in some sentence
+        if kept.numel() < cell_padding_mask.size(1):
+            cells, cell_padding_mask = cells.index_select(1, kept), cell_padding_mask.index_select(1, kept)
         return {
             **encoder_out,
-            "encoder_out": [torch.cat([tokens, cells.transpose(0, 1)], dim=0)],  # (n + L·n, B, C)
+            "encoder_out": [torch.cat([tokens, cells.transpose(0, 1)], dim=0)],  # (n + m, B, C)
             "encoder_padding_mask": [torch.cat([token_padding_mask, cell_padding_mask], dim=1)],
             "chart_padding_mask": [cell_padding_mask],
+            "chart_cells": [kept],
         }
 
 
