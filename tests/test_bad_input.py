@@ -583,3 +583,43 @@ def test_sigterm_ends_preprocess_without_leaving_its_staging_folder_or_lock(tmp_
     group = subprocess.run(["ps", "-o", "pid=,stat=,cmd=", "-g", str(run.pid)], capture_output=True, text=True).stdout
     alive = [line for line in group.splitlines() if line.split()[1][0] != "Z"]  # an exited child may await its reaper
     assert not alive, f"worker processes outlived the run: {alive}"
+
+
+def test_sigterm_kills_a_worker_that_ignores_it(tmp_path):
+    """A child that does not end on SIGTERM (hung in C, or ignoring it) gets SIGKILL after 10 s of
+    SIGTERMs; the clean-ups run and the run ends with SIGTERM's status."""
+    import signal
+    import time
+
+    program = f"""
+import os, signal, time
+from tree_fairseq.cli.termination import removed_on_sigterm
+os.mkdir({str(tmp_path / "staging")!r})
+with removed_on_sigterm({str(tmp_path / "staging")!r}):
+    child = os.fork()
+    if child == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        open({str(tmp_path / "child.pid")!r}, "w").write(str(os.getpid()))
+        while True:
+            time.sleep(1)
+    while True:
+        time.sleep(1)
+"""
+    run = subprocess.Popen([sys.executable, "-c", program], env=subprocess_env(), stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "child.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    child = int((tmp_path / "child.pid").read_text())
+    started = time.monotonic()
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=60) == -signal.SIGTERM, run.stderr.read()[-2000:]
+    assert 9 < time.monotonic() - started < 30
+    assert not (tmp_path / "staging").exists()
+    time.sleep(0.5)
+    try:
+        with open(f"/proc/{child}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z", "X"), f"the child that ignored SIGTERM outlived the run ({state})"

@@ -1,7 +1,8 @@
 """SIGTERM ends a run as Ctrl-C does: what it registered (a staging folder, a lock) is removed.
 
 The handler never raises into the interrupted code (an exception raised while a finaliser runs is
-ignored by Python, and the run would go on). It stops the run's worker processes, runs the
+ignored by Python, and the run would go on). It stops the run's worker processes (SIGTERM, then
+SIGKILL for any still alive after 10 s), runs the
 registered clean-ups, restores SIGTERM's default action and sends the signal again: the run ends
 with the usual status of a SIGTERM (143 in a shell). Processes forked while the handler is
 installed (multiprocessing pools, fairseq-preprocess's among them) start with SIGTERM's default
@@ -106,16 +107,18 @@ def _handler(signum, frame) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # Every process the run forked, seen by the kernel (a worker forked just before the flag may
     # not be in multiprocessing's list yet); those forked from now on exit at once.
+    # A child still alive after 10 s of SIGTERMs (one forked while another thread held a lock can
+    # hang in C, where no handler runs) gets SIGKILL.
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        children = _live_children()
-        if not children:
-            break
+    while children := _live_children():
+        stop = signal.SIGTERM if time.monotonic() < deadline else signal.SIGKILL
         for pid in children:
             try:
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, stop)
             except ProcessLookupError:
                 pass
+        if stop == signal.SIGKILL:
+            break
         time.sleep(0.05)
     for cleanup in reversed(_cleanups):
         try:
