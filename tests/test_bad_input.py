@@ -611,15 +611,22 @@ with removed_on_sigterm({str(tmp_path / "staging")!r}):
         time.sleep(0.05)
     time.sleep(0.2)
     child = int((tmp_path / "child.pid").read_text())
-    started = time.monotonic()
-    run.send_signal(signal.SIGTERM)
-    assert run.wait(timeout=60) == -signal.SIGTERM, run.stderr.read()[-2000:]
-    assert 9 < time.monotonic() - started < 30
-    assert not (tmp_path / "staging").exists()
-    time.sleep(0.5)
     try:
-        with open(f"/proc/{child}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        state = "gone"
-    assert state in ("gone", "Z", "X"), f"the child that ignored SIGTERM outlived the run ({state})"
+        started = time.monotonic()
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=60) == -signal.SIGTERM, run.stderr.read()[-2000:]
+        assert 9 < time.monotonic() - started < 30
+        assert not (tmp_path / "staging").exists()
+        time.sleep(0.5)
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            state = "gone"
+        assert state in ("gone", "Z", "X"), f"the child that ignored SIGTERM outlived the run ({state})"
+    finally:  # nothing of the test left behind if it fails
+        for pid in (child, run.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
