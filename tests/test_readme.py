@@ -35,6 +35,7 @@ COMMANDS = {
     "induce_trees": "python scripts/induce_trees.py",
     "parse_as_translation": "python scripts/parse_as_translation.py",
     "benchmark_speed": "python scripts/benchmark_speed.py",
+    "benchmark_all": "python scripts/benchmark_all.py",
     "compare_bleu": "bash scripts/compare_bleu.sh",
     "install": "python3 -m venv .venv",
     "test": ".venv/bin/python -m pytest",
@@ -254,6 +255,17 @@ def test_readme_benchmark_speed(tiny_databin):
     generation = output[output.index("2 generation sentences/s"):output.index("3 peak training memory")]
     assert "ideal = FLOPs transf. / FLOPs tree" in generation and "measured / ideal" in generation, output
     assert "NOT MEASURED" not in output, output
+
+
+@pytest.mark.slow
+def test_readme_benchmark_all(tiny_databin, tmp_path):
+    command = fill(readme_command("benchmark_all"), {"DATA-BIN": tiny_databin, "BENCH": tmp_path}) + (
+        " --families treeformer_iwslt_de_en --runs 1 --embed-dim 32 --ffn-dim 64 --heads 2 --encoder-layers 1"
+        " --decoder-layers 1 --updates 2 --warmup 1 --max-tokens 500 --gen-sentences 8 --gen-rounds 1"
+        " --flop-batches 1 --memory-batches 1 --lengths 16,32 --sweep-batch-size 2")
+    output = succeeded(bash(command, ROOT))
+    assert output == (tmp_path / "table.md").read_text()
+    assert "| Treeformer (chart) (`treeformer_iwslt_de_en`) | 1 |" in output, output
 
 
 @pytest.mark.slow
