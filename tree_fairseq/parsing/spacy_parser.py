@@ -58,7 +58,7 @@ def load_pipeline(model: str) -> "spacy.Language":
     """The pipeline ``model`` (package name or directory) without :data:`UNUSED_COMPONENTS`;
     ValueError when it is not installed or has no dependency parser."""
     try:
-        nlp = spacy.load(model, exclude=[name for name in UNUSED_COMPONENTS])
+        nlp = spacy.load(model, exclude=list(UNUSED_COMPONENTS))
     except OSError as error:
         raise ValueError(
             f"no spaCy pipeline {model!r} ({str(error).splitlines()[0]}). Install one, e.g. with a network "
