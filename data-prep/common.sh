@@ -304,12 +304,14 @@ prepare() {
     for split in "${SPLITS[@]}"; do
         same_line_counts "tokenised $split" "$WORK/tok/$split."{$SRC,$TGT}
     done
+    local parser_version  # an upgraded parser or pipeline parses again
+    parser_version=$("${TEXT_TOOLS[@]}" parser-version --parser "$PARSER" --spacy-model "$SPACY_MODEL")
     for lang in $(source_langs); do
         for split in "${SPLITS[@]}"; do
             local parser_inputs=("$WORK/tok/$split.$lang")
             case $PARSER in bracketed|conllu) parser_inputs+=("$(parser_output "$split" "$lang")") ;; esac
             step "parse-$split.$lang" parse_trees "$split" "$lang" -- "$PARSER" "$TREES_DIR" "$STANZA_DIR" \
-                "$SPACY_MODEL" "$DEPENDENCY_SHAPE" "$ON_FAILURE" "$(fingerprint "${parser_inputs[@]}")"
+                "$SPACY_MODEL" "$parser_version" "$DEPENDENCY_SHAPE" "$ON_FAILURE" "$(fingerprint "${parser_inputs[@]}")"
             same_line_counts "parsed $split" "$WORK/tok/$split.$lang" "$WORK/trees/$split.tree.$lang"
         done
     done

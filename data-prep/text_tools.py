@@ -16,6 +16,8 @@
   space: a lone CR inside a line of one side would otherwise split it there and shift every later
   pair. Every other whitespace character (tab, no-break space, ...) becomes a space too. Run before
   the first tool that reads lines.
+- ``parser-version``: prints the versions a parse step's trees depend on (the parser library and,
+  for spaCy, the pipeline package or directory), so that the recipes parse again after an upgrade.
 - ``check-text``: stops naming the file and line of such a line break, of whitespace other than the
   space (subword-nmt splits words at spaces only, fairseq and the tree tools at every whitespace
   character, so a no-break space inside a token would make the two disagree on the words), or of
@@ -26,8 +28,10 @@ Lines are lines ending in ``\\n`` only, for reading and writing. Every output is
 """
 
 import argparse
+import json
 import os
 import sys
+from importlib import metadata
 
 MAX_TOKEN_CHARS = 1000
 #: Characters other than LF that str.splitlines() (Python's readers of text streams) breaks a line at.
@@ -141,6 +145,28 @@ def check_text(args) -> None:
                     )
 
 
+def installed_version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def parser_version(args) -> None:
+    parts = []
+    if args.parser in ("stanza", "spacy"):
+        parts.append(f"{args.parser} {installed_version(args.parser)}")
+    if args.parser == "spacy" and args.spacy_model:
+        meta = os.path.join(args.spacy_model, "meta.json")
+        if os.path.isfile(meta):  # a pipeline directory
+            with open(meta, encoding="utf-8") as f:
+                version = json.load(f).get("version", "unknown")
+        else:
+            version = installed_version(args.spacy_model)
+        parts.append(f"{args.spacy_model} {version}")
+    print(" ".join(parts))
+
+
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -179,6 +205,11 @@ def get_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("one-line", help="stdin to stdout, every line break but LF made a space")
     p.set_defaults(run=one_line)
+
+    p = commands.add_parser("parser-version", help="the versions a parse step's trees depend on")
+    p.add_argument("--parser", required=True)
+    p.add_argument("--spacy-model", default="")
+    p.set_defaults(run=parser_version)
 
     p = commands.add_parser("check-text", help="stop at a line with a line break inside or invalid UTF-8")
     p.add_argument("files", nargs="+")

