@@ -207,6 +207,18 @@ def check_incremental_decoding_as_the_generator(task, model, indices):
     return encoder_out
 
 
+def eos_at_varied_steps(model, eos):
+    """A hook on the decoder's output projection (remove it when done) giving EOS the top logit plus
+    an erratic function of a decoder feature, so that an untrained model's hypotheses end at
+    different steps and the batch shrinks during a beam search."""
+    def eos_follows_a_feature(module, inputs, logits):
+        logits = logits.clone()
+        logits[..., eos] = logits.amax(dim=-1) + 3 * torch.sin(20 * inputs[0][..., 0])
+        return logits
+
+    return model.decoder.output_projection.register_forward_hook(eos_follows_a_feature)
+
+
 def check_beam_scores_equal_full_sequence_scores(task, model, indices, beam=3):
     """fairseq's beam search over a batch, against the full forward pass:
     every hypothesis' positional scores are its log-probabilities under the model fed the whole
@@ -214,13 +226,7 @@ def check_beam_scores_equal_full_sequence_scores(task, model, indices, beam=3):
     top logit plus an erratic function of a decoder feature: sentences then finish at different
     steps and the batch shrinks during the search."""
     eos = task.target_dictionary.eos()
-
-    def eos_follows_a_feature(module, inputs, logits):
-        logits = logits.clone()
-        logits[..., eos] = logits.amax(dim=-1) + 3 * torch.sin(20 * inputs[0][..., 0])
-        return logits
-
-    hook = model.decoder.output_projection.register_forward_hook(eos_follows_a_feature)
+    hook = eos_at_varied_steps(model, eos)
     try:
         batch = collate(task, indices)
         hypos = generate(model, task, batch, beam)

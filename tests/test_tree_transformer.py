@@ -247,3 +247,48 @@ def test_fairseq_train_and_generate(tiny_databin, tmp_path):
     assert validate_run.returncode == 0, validate_run.stderr[-3000:]
     loss = re.search(r"valid on 'valid' subset \| loss ([0-9.]+)", validate_run.stdout + validate_run.stderr)
     assert loss and 0 < float(loss.group(1)) < 20
+
+
+# A beam's hypotheses attend to their sentence's tree memory together
+
+
+def test_sentence_groups_finds_the_beams_hypotheses_side_by_side():
+    from tree_fairseq.models.tree_transformer import sentence_groups
+
+    sentences, group = sentence_groups(torch.tensor([0, 0, 0, 2, 2, 2, 3, 3, 3]))
+    assert sentences.tolist() == [0, 2, 3] and group == 3
+    assert sentence_groups(torch.tensor([0, 1, 2]))[1] == 1  # one row per sentence
+    for rows in ([0, 0, 1, 1, 1], [0, 0, 1, 2], [0, 1, 0, 1]):  # unequal groups, or not side by side
+        assert sentence_groups(torch.tensor(rows)) == (None, 1)
+
+
+def test_grouped_hypotheses_change_no_beam_output(tiny, monkeypatch):
+    """Beam search with each sentence's hypotheses attending together, against the memory
+    gathered once per hypothesis (the way before): the same hypotheses, scores equal to float32
+    rounding; the batch shrinks during the search (sentences finish at different steps)."""
+    from tree_fairseq.models import tree_transformer
+
+    task, model = tiny
+    batch = collate(task, by_length(task)[-8:])
+    groups = []
+    original = tree_transformer.sentence_groups
+
+    def per_hypothesis(rows):
+        groups.append(original(rows)[1])
+        return None, 1
+
+    hook = helpers.eos_at_varied_steps(model, task.target_dictionary.eos())
+    try:
+        grouped = generate(model, task, batch, beam=4)
+        monkeypatch.setattr(tree_transformer, "sentence_groups", per_hypothesis)
+        gathered = generate(model, task, batch, beam=4)
+    finally:
+        hook.remove()
+    assert groups and set(groups) == {4}  # the search's rows did come in groups of 4
+    assert len({len(hypos[0]["tokens"]) for hypos in grouped}) > 1
+    for sentence, gathered_sentence in zip(grouped, gathered, strict=True):
+        for hypo, gathered_hypo in zip(sentence, gathered_sentence, strict=True):
+            assert hypo["tokens"].tolist() == gathered_hypo["tokens"].tolist()
+            # float32 rounding, amplified by the EOS hook's sin(20·feature), as in the contract's beam check
+            torch.testing.assert_close(hypo["positional_scores"], gathered_hypo["positional_scores"],
+                                       atol=1e-4, rtol=0)

@@ -13,10 +13,13 @@ built once per batch, shared by all encoder layers and handed to the decoder in 
 Decoder (section 4.4, eqs. 21-24). fairseq's transformer decoder whose encoder attention is the
 tree cross-attention over ``[N̄'; L]``; ``N̄'`` is accumulated from the encoder output with each
 layer's own weights. It does not depend on the target, so in incremental decoding every layer
-computes its :class:`TreeMemory` once per source sentence (not once per beam hypothesis), keeps
-it in the incremental state and gathers it per hypothesis again only when the beam moves
-hypotheses across sentences (a finished sentence leaving the batch): the tree part of the
-encoder output is reordered lazily (:class:`TreeSource`). ``--no-tree-cross-attention`` keeps
+computes its :class:`TreeMemory` once per source sentence (not once per beam hypothesis) and
+keeps it in the incremental state; the hypotheses of a sentence, side by side in the beam, attend
+to it together, as one sentence with several queries, so each step reads a sentence's keys and
+values once, not once per hypothesis. When the beam's rows change sentence (a finished sentence
+leaving the batch) the memory of the remaining sentences is selected again (per hypothesis only
+if the rows no longer come in equal groups): the tree part of the encoder output is reordered
+lazily (:class:`TreeSource`). ``--no-tree-cross-attention`` keeps
 fairseq's decoder unchanged (attention over the leaves only). Note that under the subtree mask
 leaves attend to leaves only, so without tree cross-attention the nodes reach the decoder only
 with ``--no-subtree-mask``.
@@ -220,9 +223,12 @@ class TreeEncoderAttention(FairseqIncrementalState, TreeCrossAttention):
     encoder attention (``(T, B, C)`` queries, a :class:`TreeSourceRows` as the key).
 
     With an incremental state, the :class:`TreeMemory` of every source sentence is computed at
-    the first step (once per sentence, not per hypothesis) and kept there with its gathering per
-    decoder row; the gathering is redone only when the decoder hands in other rows (the decoder
-    passes the same ``rows`` object while the rows still map to the same sentences)."""
+    the first step (once per sentence, not per hypothesis) and kept there. Decoder rows that come
+    in equal groups of consecutive rows per sentence (the beam: ``k`` hypotheses side by side)
+    attend as one sentence with ``k·T`` queries over that sentence's memory; the selection of the
+    sentences (or, for rows in no such grouping, the gathering per row) is redone only when the
+    decoder hands in other rows (the decoder passes the same ``rows`` object while the rows still
+    map to the same sentences)."""
 
     def forward(
         self,
@@ -239,26 +245,54 @@ class TreeEncoderAttention(FairseqIncrementalState, TreeCrossAttention):
         weights on the nodes and leaves, ``(B, T, m + n)`` (``(1, B, T, m + n)`` for
         ``need_head_weights``); the decoder hands fairseq their leaf columns.
         ``value`` and ``key_padding_mask`` are implied by ``key``."""
-        memory = self._row_memory(key, incremental_state)
-        out, weights = self.attend(query.transpose(0, 1), memory, need_weights or need_head_weights)
-        if weights is not None and need_head_weights:
-            weights = weights.unsqueeze(0)
+        memory, group = self._row_memory(key, incremental_state)
+        steps, rows, dim = query.shape
+        queries = query.transpose(0, 1).reshape(rows // group, group * steps, dim)  # a sentence's rows together
+        out, weights = self.attend(queries, memory, need_weights or need_head_weights,
+                                   step=incremental_state is not None)
+        out = out.reshape(rows, steps, -1)
+        if weights is not None:
+            weights = weights.reshape(rows, steps, -1)
+            if need_head_weights:
+                weights = weights.unsqueeze(0)
         return out.transpose(0, 1), weights
 
-    def _row_memory(self, key: TreeSourceRows, incremental_state) -> TreeMemory:
-        """The :class:`TreeMemory` of each decoder row."""
+    def _row_memory(self, key: TreeSourceRows, incremental_state) -> tuple[TreeMemory, int]:
+        """The :class:`TreeMemory` to attend over and the number of consecutive decoder rows that
+        share each of its sentences."""
         cached = self.get_incremental_state(incremental_state, "tree_memory")
         if cached is not None and cached["rows"] is key.rows:
-            return cached["per_row"]
+            return cached["memory"], int(cached["group"])
         per_sentence = cached["per_sentence"] if cached is not None else None
         if per_sentence is None:
             source = key.source
             per_sentence = self.tree_memory(source.leaves, source.nodes, source.structure)
-        per_row = per_sentence if key.rows is None else per_sentence.index_select(key.rows)
+        memory, group = per_sentence, 1
+        if key.rows is not None:
+            sentences, group = sentence_groups(key.rows)
+            if sentences is None:
+                memory = per_sentence.index_select(key.rows)
+            elif not torch.equal(sentences, torch.arange(per_sentence.keys.size(0), device=sentences.device)):
+                memory = per_sentence.index_select(sentences)
         if incremental_state is not None:
-            cached = {"per_sentence": per_sentence, "rows": key.rows, "per_row": per_row}
+            cached = {"per_sentence": per_sentence, "rows": key.rows, "memory": memory, "group": torch.tensor(group)}
             self.set_incremental_state(incremental_state, "tree_memory", cached)
-        return per_row
+        return memory, group
+
+
+def sentence_groups(rows: Tensor) -> tuple[Tensor | None, int]:
+    """``(sentences, k)`` when ``rows`` (the sentence of each decoder row) is ``k`` equal entries
+    per sentence, side by side (a beam of ``k``): ``sentences`` is one entry per group; else
+    ``(None, 1)``."""
+    if rows.numel() == 0:
+        return None, 1
+    group = int(rows.eq(rows[0]).sum())
+    if rows.numel() % group:
+        return None, 1
+    grouped = rows.view(-1, group)
+    if not bool(grouped.eq(grouped[:, :1]).all()):
+        return None, 1
+    return grouped[:, 0], group
 
 
 class TreeTransformerDecoderLayer(TransformerDecoderLayerBase):

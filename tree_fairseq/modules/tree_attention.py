@@ -265,14 +265,15 @@ class TreeCrossAttention(_TreeAttention):
         return TreeMemory(keys, values, key_padding_mask(structure), nodes.size(1))
 
     def attend(
-        self, query: Tensor, memory: TreeMemory, need_weights: bool = False
+        self, query: Tensor, memory: TreeMemory, need_weights: bool = False, step: bool = False
     ) -> tuple[Tensor, Tensor | None]:
         """query ``(B, T, d)`` -> output ``(B, T, d)`` and, if ``need_weights``, the attention
-        weights averaged over heads ``(B, T, m + n)`` (columns ``:memory.num_nodes`` are nodes)."""
+        weights averaged over heads ``(B, T, m + n)`` (columns ``:memory.num_nodes`` are nodes).
+        ``step``: a decoding step (a few queries per sentence: one per hypothesis)."""
         blocked = memory.key_padding_mask[:, None, None, :]  # (B, 1, 1, m + n)
-        if need_weights or query.size(1) == 1:
-            # A decoding step (one query per row) takes the explicit way too: its weights are
-            # only (B, H, 1, m + n), and on CPU it is 2-3x faster than the fused kernel there.
+        if need_weights or step or query.size(1) == 1:
+            # A decoding step takes the explicit way too: its weights are only (B, H, k, m + n)
+            # for k hypotheses, and on CPU it is 2-3x faster than the fused kernel there.
             out, probs = self._attend(query, memory.keys, memory.values, blocked)
             return out, probs.mean(dim=1) if need_weights else None
         # A sentence without a real key (never in real batches) attends to nothing, as in _attend:
