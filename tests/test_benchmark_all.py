@@ -52,12 +52,26 @@ def test_runs_every_family_once_and_tabulates_the_medians(tiny_databin, tmp_path
     assert benchmark_all(tiny_databin, out, "--table-only").stdout == table
 
 
-def test_medians_and_ranges_over_runs(tmp_path):
+def import_benchmark_all():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import benchmark_all
     finally:
         sys.path.remove(str(ROOT / "scripts"))
+    return benchmark_all
+
+
+def test_the_table_in_the_docs_is_the_published_runs():
+    """docs/performance.md's table is what benchmark_all.py makes of the runs published beside it."""
+    benchmark_all = import_benchmark_all()
+    runs = benchmark_all.load_runs(ROOT / "docs" / "results" / "performance-cpu")
+    assert set(runs) == set(benchmark_all.FAMILIES)
+    assert len(runs["treeformer_iwslt_de_en"]) >= 3 and len(runs["constituent_transformer_iwslt_de_en"]) >= 1
+    assert benchmark_all.table(runs) in (ROOT / "docs" / "performance.md").read_text()
+
+
+def test_medians_and_ranges_over_runs(tmp_path):
+    benchmark_all = import_benchmark_all()
     assert benchmark_all.figure([0.9, 1.1, 0.5]) == "0.90 (0.50-1.10)"
     assert benchmark_all.figure([None, 0.7]) == "0.70"
     assert benchmark_all.figure([None]) == "n/a"
