@@ -66,7 +66,7 @@ def test_the_table_in_the_docs_is_the_published_runs():
     benchmark_all = import_benchmark_all()
     runs = benchmark_all.load_runs(ROOT / "docs" / "results" / "performance-cpu")
     assert set(runs) == set(benchmark_all.FAMILIES)
-    assert len(runs["treeformer_iwslt_de_en"]) >= 3 and len(runs["constituent_transformer_iwslt_de_en"]) >= 1
+    assert len(runs["treeformer_iwslt_de_en"]) >= 3 and len(runs["constituent_transformer_iwslt_de_en"]) >= 3
     assert benchmark_all.table(runs) in (ROOT / "docs" / "performance.md").read_text()
 
 
