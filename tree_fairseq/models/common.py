@@ -139,13 +139,26 @@ class SentenceCrossAttentionDecoder(TransformerDecoderBase):
         beam = 1
         rows = encoder_out.get("source_rows", [])
         if rows:
-            rows = rows[0]
-            beam = int(rows.eq(rows[0]).sum())
-            sentences = torch.arange(rows.numel() // beam, device=rows.device)
-            if rows.numel() % beam or not torch.equal(rows, sentences.repeat_interleave(beam)):
+            sentences, beam = sentence_groups(rows[0])
+            if sentences is None or not torch.equal(sentences, torch.arange(sentences.numel(), device=sentences.device)):
                 beam = 1
         self.set_incremental_state(incremental_state, "hypotheses_per_sentence", {"beam": torch.tensor(beam)})
         return beam
+
+
+def sentence_groups(rows: Tensor) -> tuple[Tensor | None, int]:
+    """``(sentences, k)`` when ``rows`` (the sentence of each decoder row) is ``k`` equal entries
+    per sentence, side by side (a beam of ``k``): ``sentences`` is one entry per group; else
+    ``(None, 1)``."""
+    if rows.numel() == 0:
+        return None, 1
+    group = int(rows.eq(rows[0]).sum())
+    if rows.numel() % group:
+        return None, 1
+    grouped = rows.view(-1, group)
+    if not bool(grouped.eq(grouped[:, :1]).all()):
+        return None, 1
+    return grouped[:, 0], group
 
 
 def build_embeddings(model_class, cfg, src_dict, tgt_dict):

@@ -66,6 +66,7 @@ from tree_fairseq.models.common import (
     SentenceRowsReorder,
     TokenColumns,
     TreeSourceTransformerModel,
+    sentence_groups,
     tiny_defaults,
 )
 from tree_fairseq.modules.hierarchical_accumulation import TreeStructure, build_tree_structure
@@ -262,7 +263,7 @@ class TreeEncoderAttention(FairseqIncrementalState, TreeCrossAttention):
         share each of its sentences."""
         cached = self.get_incremental_state(incremental_state, "tree_memory")
         if cached is not None and cached["rows"] is key.rows:
-            return cached["memory"], int(cached["group"])
+            return cached["memory"], cached["group"]
         per_sentence = cached["per_sentence"] if cached is not None else None
         if per_sentence is None:
             source = key.source
@@ -275,24 +276,10 @@ class TreeEncoderAttention(FairseqIncrementalState, TreeCrossAttention):
             elif not torch.equal(sentences, torch.arange(per_sentence.keys.size(0), device=sentences.device)):
                 memory = per_sentence.index_select(sentences)
         if incremental_state is not None:
-            cached = {"per_sentence": per_sentence, "rows": key.rows, "memory": memory, "group": torch.tensor(group)}
+            cached = {"per_sentence": per_sentence, "rows": key.rows, "memory": memory, "group": group}
             self.set_incremental_state(incremental_state, "tree_memory", cached)
         return memory, group
 
-
-def sentence_groups(rows: Tensor) -> tuple[Tensor | None, int]:
-    """``(sentences, k)`` when ``rows`` (the sentence of each decoder row) is ``k`` equal entries
-    per sentence, side by side (a beam of ``k``): ``sentences`` is one entry per group; else
-    ``(None, 1)``."""
-    if rows.numel() == 0:
-        return None, 1
-    group = int(rows.eq(rows[0]).sum())
-    if rows.numel() % group:
-        return None, 1
-    grouped = rows.view(-1, group)
-    if not bool(grouped.eq(grouped[:, :1]).all()):
-        return None, 1
-    return grouped[:, 0], group
 
 
 class TreeTransformerDecoderLayer(TransformerDecoderLayerBase):
