@@ -45,8 +45,8 @@ def main(argv=None):
     parser.add_argument("--data-bin", required=True, help="the data-bin that was translated")
     parser.add_argument("--subset", default="test", help="its split (default: test)")
     parser.add_argument("--baseline", help="the system every other is tested against (default: the first)")
-    parser.add_argument("--compare", nargs="*", default=[], metavar="A:B",
-                        help="further paired bootstrap tests: system A against baseline B")
+    parser.add_argument("--compare", action="append", default=[], metavar="A:B",
+                        help="a further paired bootstrap test: system A against baseline B (repeatable)")
     args = parser.parse_args(argv)
     try:
         publish(args)

@@ -37,7 +37,8 @@ def test_publish_results_writes_outputs_scores_and_commands(tiny_databin, tmp_pa
          else line) + "\n" for line in lines))
     out = tmp_path / "published"
     subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out", str(out), "--lang", "en",
-                    "--data-bin", str(tiny_databin), "model.balanced=" + str(first), "oracle=" + str(second)],
+                    "--data-bin", str(tiny_databin), "--compare", "model.balanced:oracle",
+                    "model.balanced=" + str(first), "oracle=" + str(second)],
                    check=True, capture_output=True, text=True)
     scores = json.loads((out / "scores.json").read_text())
     assert set(scores["systems"]) == {"model.balanced", "oracle"} and scores["sentences"] == 40
@@ -45,6 +46,9 @@ def test_publish_results_writes_outputs_scores_and_commands(tiny_databin, tmp_pa
     assert scores["systems"]["model.balanced"]["score"] < 100
     assert scores["paired_bootstrap"][0]["baseline"] == "model.balanced"
     assert scores["paired_bootstrap"][0]["p_value"] < 0.05
+    # --compare A:B tests system A against baseline B, after the tests against the first system
+    assert [(test["baseline"], test["system"]) for test in scores["paired_bootstrap"]] == [
+        ("model.balanced", "oracle"), ("oracle", "model.balanced")]
     check_published(out)
     # score.sh gives the same figures
     result = subprocess.run(["bash", str(out / "score.sh")], capture_output=True, text=True, check=True,
