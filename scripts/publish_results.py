@@ -62,7 +62,8 @@ def publish(args) -> None:
         system, _, other = pair.partition(":")
         if system not in systems or other not in systems:
             raise ValueError(f"--compare {pair}: both must be among the systems {', '.join(systems)}")
-        pairs.append((other, system))
+        if (other, system) not in pairs:
+            pairs.append((other, system))
     sources = split_sources(args.data_bin, args.subset)
     os.makedirs(args.out, exist_ok=True)
     reference = None
