@@ -7,7 +7,10 @@
 # turned into fairseq-train flags (tree-fairseq-config-args) and fairseq-train runs; with --hydra,
 # fairseq-hydra-train reads the YAML itself. GROUP.KEY=VALUE overrides a config value in both
 # modes (optimization.max_update=1000, model.dropout=0.2); further --flags go to fairseq-train
-# (not with --hydra). An interrupted run continues from SAVE-DIR/checkpoint_last.pt, as fairseq does.
+# (not with --hydra). An interrupted run continues from SAVE-DIR/checkpoint_last.pt, as fairseq does,
+# and stops where it would have stopped uninterrupted: fairseq restarts its early-stop count
+# (checkpoint.patience) on a resume, so train.sh counts the validations of SAVE-DIR/train.log
+# instead and trains at most to the epoch that count allows, then counts again (not with --hydra).
 #
 #   scripts/train.sh iwslt_tree_transformer iwslt14.de-en/data-bin/de-en checkpoints/tree-de-en
 set -euo pipefail
@@ -47,6 +50,20 @@ else
         "task.data=$DATA" "checkpoint.save_dir=$SAVE_DIR" "common.user_dir=$USER_DIR" "${OVERRIDES[@]}")
     ((${#CONFIG_FLAGS[@]})) || exit 1
     command=(fairseq-train "${CONFIG_FLAGS[@]}" "${FLAGS[@]}")
+fi
+if [[ -z $HYDRA && -f $SAVE_DIR/checkpoint_last.pt ]]; then
+    # A resume: fairseq would count its patience from scratch; count over the whole log instead
+    # (tree_fairseq/cli/patience.py), training at most to the epoch where an uninterrupted run
+    # stops, then counting again.
+    while :; do
+        bound=$("$PYTHON" "$ROOT/tree_fairseq/cli/patience.py" "$LOG" "${command[@]}")
+        [[ -n $bound ]] || break  # nothing to count: train as fairseq does
+        ((bound > 0)) || exit 0   # done (the reason is on stderr)
+        printf '$ %s\n' "${command[*]} --max-epoch $bound" | tee -a "$LOG"
+        "${command[@]}" --max-epoch "$bound" 2>&1 | tee -a "$LOG"
+        # stopped before that epoch: for a reason of its own (--max-update, --stop-time-hours)
+        (($("$PYTHON" "$ROOT/tree_fairseq/cli/patience.py" --last-epoch "$LOG" "${command[@]}") >= bound)) || exit 0
+    done
 fi
 printf '$ %s\n' "${command[*]}" | tee -a "$LOG"
 "${command[@]}" 2>&1 | tee -a "$LOG"

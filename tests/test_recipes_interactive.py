@@ -17,6 +17,7 @@ import torch
 from fairseq import checkpoint_utils, options, tasks
 
 import tree_fairseq
+from tree_fairseq.cli.patience import validations
 from tree_fairseq.data.inference import InferenceTrees
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,6 +86,9 @@ def test_train_sh_logs_and_keeps_checkpoints(trained):
     assert (trained / "checkpoint_1_1.pt").exists() and (trained / "checkpoint_1_2.pt").exists()
     log = (trained / "train.log").read_text()
     assert log.startswith("$ fairseq-train ") and "--arch tree_transformer_tiny" in log and "done training" in log
+    # the patience count of a resume (tree_fairseq/cli/patience.py) reads fairseq's own validation lines
+    [(epoch, loss)] = validations(log.splitlines())
+    assert epoch == 1 and loss > 0
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,147 @@
+"""A resumed run stops where an uninterrupted one stops: the patience count over the whole log
+(tree_fairseq/cli/patience.py) and scripts/train.sh's resume loop around fairseq-train."""
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from tree_fairseq.cli.patience import max_epoch, standing, validations
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def valid_line(epoch: int, loss: float, subset: str = "valid", bleu: float | None = None) -> str:
+    """A validation line as fairseq-train's simple log format writes it."""
+    extra = f" | bleu {bleu}" if bleu is not None else ""
+    return (f"2026-11-26 01:40:22 | INFO | valid | epoch {epoch:03d} | valid on '{subset}' subset | loss {loss} | "
+            f"nll_loss 6.593 | ppl 96.56{extra} | wps 2349 | wpb 1344.9 | bsz 58.2 | num_updates {epoch * 10} | "
+            f"best_loss {loss}\n")
+
+
+def test_validations_of_the_first_subset_and_its_metric():
+    lines = [valid_line(1, 9.5, bleu=1.5), "2026 | INFO | train | epoch 001 | loss 9.9 | nll_loss 9.1\n",
+             valid_line(1, 7.0, subset="test"), valid_line(2, 8.25, bleu=3.0)]
+    assert validations(lines) == [(1, 9.5), (2, 8.25)]
+    assert validations(lines, metric="bleu") == [(1, 1.5), (2, 3.0)]
+    assert validations(lines, subset="test") == [(1, 7.0)]
+
+
+def test_a_repeated_or_restarted_epoch_replaces_what_followed():
+    # epoch 3 validated twice (killed before its checkpoint); then a restart from epoch 2
+    lines = [valid_line(e, loss) for e, loss in [(1, 9.0), (2, 8.0), (3, 7.0), (3, 7.5), (4, 7.4), (2, 8.5)]]
+    assert validations(lines) == [(1, 9.0), (2, 8.5)]
+    lines = [valid_line(e, loss) for e, loss in [(1, 9.0), (2, 8.0), (3, 7.0), (3, 7.5), (4, 7.4)]]
+    assert validations(lines) == [(1, 9.0), (2, 8.0), (3, 7.5), (4, 7.4)]
+
+
+def test_standing_counts_as_fairseq_does():
+    # an equal figure is no improvement; the count restarts at every better one
+    state = standing([(1, 8.0), (2, 7.0), (3, 7.0), (4, 7.5), (5, 6.9), (6, 7.1), (7, 6.9)])
+    assert (state.best, state.since, state.last_epoch) == (6.9, 2, 7)
+    state = standing([(1, 10.0), (2, 12.0), (3, 11.0)], maximize=True)
+    assert (state.best, state.since) == (12.0, 1)
+    assert standing([]).best is None
+
+
+def test_max_epoch_to_resume_with():
+    log = [valid_line(e, loss) for e, loss in [(1, 9.0), (2, 7.0), (3, 7.5), (4, 7.2)]]  # best at 2, 2 since
+    assert max_epoch(log, ["fairseq-train", "data", "--patience", "5"])[0] == 4 + 3
+    assert max_epoch(log, ["fairseq-train", "data", "--patience", "5", "--max-epoch", "6"])[0] == 6
+    assert max_epoch(log, ["fairseq-train", "data", "--patience", "5", "--max-epoch", "4"])[0] == 0
+    assert max_epoch(log, ["fairseq-train", "data", "--patience", "2"])[0] == 0
+    assert max_epoch(log, ["fairseq-train", "data", "--patience", "5", "--validate-interval", "2"])[0] == 4 + 6
+    # nothing to count: no patience, no validation yet, validation every N updates
+    assert max_epoch(log, ["fairseq-train", "data"])[0] is None
+    assert max_epoch([], ["fairseq-train", "data", "--patience", "5"])[0] is None
+    assert max_epoch(log, ["fairseq-train", "--patience", "5", "--validate-interval-updates", "100"])[0] is None
+    # the metric fairseq's early stop uses
+    log = [valid_line(e, 7.0, bleu=b) for e, b in [(1, 10.0), (2, 12.0), (3, 11.0)]]
+    command = ["fairseq-train", "--patience", "3", "--best-checkpoint-metric", "bleu",
+               "--maximize-best-checkpoint-metric"]
+    assert max_epoch(log, command)[0] == 3 + 2
+
+
+FAKE_FAIRSEQ_TRAIN = """\
+#!{python}
+# Stands in for fairseq-train: records its flags, then "trains" from the epoch after the last one
+# validated in SAVE-DIR/train.log up to --max-epoch (or FAKE_LAST, or the last epoch of FAKE_LOSSES),
+# validating each epoch with the losses of FAKE_LOSSES, as fairseq's log prints them.
+import os, sys
+sys.path.insert(0, {tests!r})
+from test_patience import valid_line
+from tree_fairseq.cli.patience import validations
+args = sys.argv[1:]
+save_dir = args[args.index("--save-dir") + 1]
+bound = int(args[len(args) - 1 - args[::-1].index("--max-epoch") + 1]) if "--max-epoch" in args else 10**6
+with open(os.path.join(save_dir, "calls"), "a") as f:
+    f.write(str(bound) + "\\n")
+done = validations(open(os.path.join(save_dir, "train.log")))
+losses = dict(item.split(":") for item in os.environ["FAKE_LOSSES"].split(","))
+last = min(bound, int(os.environ.get("FAKE_LAST", 10**6)), max(int(epoch) for epoch in losses))
+for epoch in range(done[-1][0] + 1 if done else 1, last + 1):
+    sys.stdout.write(valid_line(epoch, float(losses[str(epoch)])))
+print("done training")
+"""
+
+
+def resume(tmp_path: Path, log: list[tuple[int, float]], losses: str, *extra: str, last: int | None = None):
+    bin_dir, save_dir, data = tmp_path / "bin", tmp_path / "ck", tmp_path / "data"
+    for folder in (bin_dir, save_dir, data):
+        folder.mkdir(parents=True, exist_ok=True)
+    fake = bin_dir / "fairseq-train"
+    fake.write_text(FAKE_FAIRSEQ_TRAIN.format(python=sys.executable, tests=str(Path(__file__).parent)))
+    fake.chmod(stat.S_IRWXU)
+    (save_dir / "checkpoint_last.pt").write_bytes(b"")
+    (save_dir / "train.log").write_text("".join(valid_line(e, loss) for e, loss in log))
+    env = {**os.environ, "PYTHON": sys.executable, "PATH": f"{bin_dir}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
+           "FAKE_LOSSES": losses, **({"FAKE_LAST": str(last)} if last else {})}
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "train.sh"), "iwslt_lowres_tree_transformer", str(data),
+                             str(save_dir), "checkpoint.patience=3", *extra], capture_output=True, text=True, env=env)
+    calls = (save_dir / "calls").read_text().split() if (save_dir / "calls").exists() else []
+    return result, [int(c) for c in calls], validations(open(save_dir / "train.log"))
+
+
+def test_train_sh_resumes_to_where_an_uninterrupted_run_stops(tmp_path):
+    # best at epoch 2, one validation since: train to epoch 5 at most; epoch 4 is better, so count
+    # again and train to 7; epochs 5-7 are not better than epoch 4: done, as an uninterrupted run
+    # with patience 3 stops after epoch 7 (fairseq's own count, restarted at the resume, would go on)
+    result, calls, log = resume(tmp_path, [(1, 5.0), (2, 4.0), (3, 4.5)], "4:3.9,5:4.2,6:4.1,7:3.9,8:3.0,9:3.0")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert calls == [5, 7]
+    assert [epoch for epoch, _ in log] == list(range(1, 8))
+    assert "patience: done: 3 validation(s) since the best loss 3.9, last at epoch 7" in result.stderr
+    # a run already done trains no more
+    result, calls, _ = resume(tmp_path / "done", [(1, 5.0), (2, 4.0), (3, 4.5), (4, 4.2), (5, 4.0)], "6:3.0")
+    assert result.returncode == 0 and calls == [] and "patience: done: 3 validation(s)" in result.stderr
+
+
+def test_train_sh_resume_stops_when_fairseq_stops_for_its_own_reason(tmp_path):
+    # fairseq stops after epoch 4 (say --max-update): train.sh does not start it again
+    result, calls, log = resume(tmp_path, [(1, 5.0), (2, 4.0), (3, 4.5)], "4:3.9,5:3.8", last=4)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert calls == [5] and log[-1] == (4, 3.9)
+    # a config's own max_epoch bounds the resumed run
+    result, calls, log = resume(tmp_path / "bounded", [(1, 5.0), (2, 4.0)], "3:3.9,4:3.8,5:3.7",
+                                "optimization.max_epoch=4")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert calls == [4] and log[-1] == (4, 3.8)
+
+
+def test_train_sh_trains_as_fairseq_does_before_the_first_validation(tmp_path):
+    result, calls, log = resume(tmp_path, [], "1:5.0,2:4.0")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert calls == [10**6] and [epoch for epoch, _ in log] == [1, 2]  # one run, no --max-epoch added
+
+
+def test_patience_answers_without_loading_fairseq(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(valid_line(1, 5.0))
+    result = subprocess.run([sys.executable, "-X", "importtime", str(ROOT / "tree_fairseq" / "cli" / "patience.py"),
+                             str(log), "fairseq-train", "--patience", "2"], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout == "3\n"
+    imported = [line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")]
+    assert "argparse" in imported
+    assert not [name for name in imported if name.split(".")[0] in ("fairseq", "torch", "tree_fairseq")]

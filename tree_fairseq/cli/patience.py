@@ -1,0 +1,142 @@
+"""Where a resumed fairseq-train run stands against its patience, counted over its whole log.
+
+fairseq's early stop (``checkpoint.patience``: stop after that many validations in a row without a
+better ``best_checkpoint_metric``) keeps its count in memory only. A run resumed from
+``checkpoint_last.pt`` takes its first validation as the best so far and counts from there, so an
+interrupted run can train up to ``patience`` validations longer than an uninterrupted one, and stop
+at another epoch. scripts/train.sh asks this module instead, on every resume:
+
+    python tree_fairseq/cli/patience.py SAVE-DIR/train.log fairseq-train FLAG ...
+
+(run as a file, it imports neither fairseq nor torch: it answers in a fraction of a second)
+
+reads the validations of the log (the first of ``--valid-subset``, the metric of
+``--best-checkpoint-metric``, as fairseq's early stop does) and the command's flags, and prints
+
+- nothing, when there is nothing to count (no ``--patience``, no validation in the log yet, or
+  validation every N updates, which this count does not follow): train as fairseq does;
+- ``0``, when the run is done: ``--patience`` validations since the best, or ``--max-epoch`` reached;
+- otherwise the ``--max-epoch`` to train to: the epoch at which, with no better validation, an
+  uninterrupted run would stop. fairseq's own count cannot stop the run before that (it needs more
+  validations than this leaves), so train.sh trains to it and asks again.
+
+The log keeps every sitting: a validation that is logged again (a sitting killed between the
+validation and its checkpoint repeats that epoch) or a run started over from an earlier epoch
+replaces what the log said from that epoch on. Figures are compared as the log prints them
+(fairseq rounds them to three decimals), so a gain below 0.0005 does not count here.
+"""
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+
+
+@dataclass
+class Standing:
+    best: float | None  # best figure so far (None: no validation yet)
+    since: int  # validations since the best that did not beat it
+    last_epoch: int  # epoch of the last validation (0: none)
+
+
+def validations(lines, subset: str = "valid", metric: str = "loss") -> list[tuple[int, float]]:
+    """(epoch, figure) of each end-of-epoch validation of ``subset`` in a fairseq log, in order; a
+    validation of an epoch already seen drops that epoch and every later one first."""
+    pattern = re.compile(rf"\| epoch (\d+) \| valid on '{re.escape(subset)}' subset \|(.*)$")
+    figure = re.compile(rf"\| {re.escape(metric)} (-?[\d.]+(?:e-?\d+)?)(?: \||$)")
+    found: list[tuple[int, float]] = []
+    for line in lines:
+        match = pattern.search(line)
+        if not match:
+            continue
+        value = figure.search("|" + match.group(2))
+        if value is None:
+            continue
+        epoch = int(match.group(1))
+        while found and found[-1][0] >= epoch:
+            found.pop()
+        found.append((epoch, float(value.group(1))))
+    return found
+
+
+def standing(found: list[tuple[int, float]], maximize: bool = False) -> Standing:
+    """fairseq's early-stop count over ``found``: a validation is better only if strictly so."""
+    best, since = None, 0
+    for _, value in found:
+        if best is None or (value > best if maximize else value < best):
+            best, since = value, 0
+        else:
+            since += 1
+    return Standing(best, since, found[-1][0] if found else 0)
+
+
+def _flags(command: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--patience", type=int, default=-1)
+    parser.add_argument("--max-epoch", type=int, default=0)
+    parser.add_argument("--valid-subset", default="valid")
+    parser.add_argument("--best-checkpoint-metric", default="loss")
+    parser.add_argument("--maximize-best-checkpoint-metric", action="store_true")
+    parser.add_argument("--validate-interval", type=int, default=1)
+    parser.add_argument("--validate-interval-updates", type=int, default=0)
+    parser.add_argument("--disable-validation", action="store_true")
+    return parser.parse_known_args(command)[0]
+
+
+def max_epoch(log_lines, command: list[str]) -> tuple[int | None, str]:
+    """The ``--max-epoch`` to resume with (None: train as fairseq does; 0: done), and why."""
+    flags = _flags(command)
+    if flags.patience <= 0 or flags.disable_validation:
+        return None, "no patience"
+    if flags.validate_interval_updates > 0:
+        return None, "validation every N updates: fairseq's own patience count applies after a resume"
+    subset = flags.valid_subset.split(",")[0]
+    state = standing(validations(log_lines, subset, flags.best_checkpoint_metric),
+                     flags.maximize_best_checkpoint_metric)
+    if state.best is None:
+        return None, "no validation in the log yet"
+    said = (f"{state.since} validation(s) since the best {flags.best_checkpoint_metric} {state.best:g}, "
+            f"last at epoch {state.last_epoch}, patience {flags.patience}")
+    if state.since >= flags.patience:
+        return 0, f"done: {said}"
+    if flags.max_epoch and state.last_epoch >= flags.max_epoch:
+        return 0, f"done: --max-epoch {flags.max_epoch} reached ({said})"
+    bound = state.last_epoch + flags.validate_interval * (flags.patience - state.since)
+    if flags.max_epoch:
+        bound = min(bound, flags.max_epoch)
+    return bound, f"{said}: training to epoch {bound} at most before counting again"
+
+
+def last_epoch(log_lines, command: list[str]) -> int:
+    """The epoch of the log's last validation of the first ``--valid-subset``."""
+    flags = _flags(command)
+    found = validations(log_lines, flags.valid_subset.split(",")[0], flags.best_checkpoint_metric)
+    return found[-1][0] if found else 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    parser.add_argument("--last-epoch", action="store_true",
+                        help="print the epoch of the log's last validation instead")
+    parser.add_argument("log", help="the run's log (scripts/train.sh writes SAVE-DIR/train.log)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the fairseq-train command and its flags")
+    args = parser.parse_args(argv)
+    try:
+        with open(args.log, encoding="utf-8", errors="replace") as f:
+            lines = f.readlines()
+    except FileNotFoundError:
+        lines = []
+    if args.last_epoch:
+        print(last_epoch(lines, args.command))
+        return
+    bound, why = max_epoch(lines, args.command)
+    if bound is not None or "every N updates" in why:
+        print(f"patience: {why}", file=sys.stderr)
+    if bound is not None:
+        print(bound)
+
+
+if __name__ == "__main__":
+    main()
