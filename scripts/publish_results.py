@@ -7,7 +7,7 @@ OUT/generate-test.txt), writes to --out
   one per test sentence in sentence-id order;
 - ref.LANG: the reference they are scored against, detokenised the same way (every system's T-
   lines must be the same);
-- scores.json: per system its sacreBLEU score and signature, and the paired bootstrap of every
+- scores.json: per system its sacreBLEU score (two decimals, `-w 2`) and signature, and the paired bootstrap of every
   system against the baseline (the first system, or --baseline) and of each --compare pair;
 - score.sh: the sacrebleu commands that give those figures from the files above.
 
@@ -81,13 +81,15 @@ def publish(args) -> None:
 
     commands, scores = [], {"systems": {}, "paired_bootstrap": []}
     for name in systems:
-        command = ["sacrebleu", f"ref.{args.lang}", "-i", f"{name}.hyp.{args.lang}", "-m", "bleu", "--format", "json"]
+        command = ["sacrebleu", f"ref.{args.lang}", "-i", f"{name}.hyp.{args.lang}", "-m", "bleu", "-w", "2",
+                   "--format", "json"]
         commands.append(command)
         result = json.loads(_sacrebleu(command, args.out))
         scores["systems"][name] = {"score": result["score"], "signature": result["signature"]}
     for base, system in pairs:
         command = ["sacrebleu", f"ref.{args.lang}", "-i", f"{base}.hyp.{args.lang}", f"{system}.hyp.{args.lang}",
-                   "-m", "bleu", "--paired-bs", "--paired-bs-n", str(BOOTSTRAP_RESAMPLES), "--format", "json"]
+                   "-m", "bleu", "-w", "2", "--paired-bs", "--paired-bs-n", str(BOOTSTRAP_RESAMPLES),
+                   "--format", "json"]
         commands.append(command)
         result = json.loads(_sacrebleu(command, args.out))
         scores["paired_bootstrap"].append({

@@ -17,7 +17,7 @@ PUBLISHED = sorted(path.parent for path in (ROOT / "docs" / "results").glob("*/s
 
 
 def sacrebleu_score(folder: Path, ref: str, hyp: str) -> dict:
-    result = subprocess.run([SACREBLEU, ref, "-i", hyp, "-m", "bleu", "--format", "json"], cwd=folder,
+    result = subprocess.run([SACREBLEU, ref, "-i", hyp, "-m", "bleu", "-w", "2", "--format", "json"], cwd=folder,
                             capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 

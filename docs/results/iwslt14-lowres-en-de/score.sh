@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The figures of scores.json from the files beside this script (run it in this folder).
+set -euo pipefail
+cd "$(dirname "$0")"
+sacrebleu ref.de -i transformer.hyp.de -m bleu -w 2 --format json
+sacrebleu ref.de -i tree_transformer.spacy.hyp.de -m bleu -w 2 --format json
+sacrebleu ref.de -i tree_transformer.balanced.hyp.de -m bleu -w 2 --format json
+sacrebleu ref.de -i tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --format json
+sacrebleu ref.de -i tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --format json
+sacrebleu ref.de -i tree_transformer.balanced.fed-spacy.hyp.de -m bleu -w 2 --format json
+sacrebleu ref.de -i tree_transformer.balanced.fed-spacy-shape.hyp.de -m bleu -w 2 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.fed-spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.fed-spacy-shape.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.balanced.fed-spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.balanced.fed-spacy-shape.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
