@@ -1,6 +1,7 @@
 """Published system outputs (docs/results/*/) reproduce every figure: scripts/publish_results.py
 writes them, and each published folder's scores are what sacreBLEU gives on its files, with as
-many lines as the reference, and the figures docs/ quotes are those scores."""
+many lines as the reference, and the figures docs/ quotes are those scores (and the p-value on a
+line naming both systems of a paired bootstrap is that test's)."""
 
 import json
 import re
@@ -90,3 +91,11 @@ def test_published_outputs_reproduce_their_scores_and_the_docs(folder):
             rows = [line for line in text.splitlines() if re.search(rf"`{re.escape(name)}`", line)]
             figures = {float(number) for row in rows for number in re.findall(r"\b\d+\.\d\d\b", row)}
             assert round(published["score"], 2) in figures, (page, name, published["score"])
+        # a line naming both systems of a paired bootstrap, with a p-value, quotes that one
+        for test in scores["paired_bootstrap"]:
+            pair = (rf"`{re.escape(test['baseline'])}`", rf"`{re.escape(test['system'])}`")
+            quoted = [line for line in text.splitlines() if all(re.search(name, line) for name in pair)
+                      and re.search(r"\b0\.\d{2,3}\b", line)]
+            for line in quoted:
+                assert {f"{test['p_value']:.2f}", f"{test['p_value']:.3f}"} & set(re.findall(r"\b0\.\d{2,3}\b", line)), \
+                    (page, line, test["p_value"])
