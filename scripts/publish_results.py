@@ -33,6 +33,7 @@ from tree_fairseq.cli.score import (
 )
 
 BOOTSTRAP_RESAMPLES = 1000
+BLEU = ["-m", "bleu", "-w", "2"]  # two decimals, as the docs quote scores
 
 
 def main(argv=None):
@@ -81,15 +82,13 @@ def publish(args) -> None:
 
     commands, scores = [], {"systems": {}, "paired_bootstrap": []}
     for name in systems:
-        command = ["sacrebleu", f"ref.{args.lang}", "-i", f"{name}.hyp.{args.lang}", "-m", "bleu", "-w", "2",
-                   "--format", "json"]
+        command = ["sacrebleu", f"ref.{args.lang}", "-i", f"{name}.hyp.{args.lang}", *BLEU, "--format", "json"]
         commands.append(command)
         result = json.loads(_sacrebleu(command, args.out))
         scores["systems"][name] = {"score": result["score"], "signature": result["signature"]}
     for base, system in pairs:
         command = ["sacrebleu", f"ref.{args.lang}", "-i", f"{base}.hyp.{args.lang}", f"{system}.hyp.{args.lang}",
-                   "-m", "bleu", "-w", "2", "--paired-bs", "--paired-bs-n", str(BOOTSTRAP_RESAMPLES),
-                   "--format", "json"]
+                   *BLEU, "--paired-bs", "--paired-bs-n", str(BOOTSTRAP_RESAMPLES), "--format", "json"]
         commands.append(command)
         result = json.loads(_sacrebleu(command, args.out))
         scores["paired_bootstrap"].append({

@@ -55,14 +55,14 @@ if [[ -z $HYDRA && -f $SAVE_DIR/checkpoint_last.pt ]]; then
     # A resume: fairseq would count its patience from scratch; count over the whole log instead
     # (tree_fairseq/cli/patience.py), training at most to the epoch where an uninterrupted run
     # stops, then counting again.
+    trained_to=()
     while :; do
-        bound=$("$PYTHON" "$ROOT/tree_fairseq/cli/patience.py" "$LOG" "${command[@]}")
+        bound=$("$PYTHON" "$ROOT/tree_fairseq/cli/patience.py" "${trained_to[@]}" "$LOG" "${command[@]}")
         [[ -n $bound ]] || break  # nothing to count: train as fairseq does
         ((bound > 0)) || exit 0   # done (the reason is on stderr)
         printf '$ %s\n' "${command[*]} --max-epoch $bound" | tee -a "$LOG"
         "${command[@]}" --max-epoch "$bound" 2>&1 | tee -a "$LOG"
-        # stopped before that epoch: for a reason of its own (--max-update, --stop-time-hours)
-        (($("$PYTHON" "$ROOT/tree_fairseq/cli/patience.py" --last-epoch "$LOG" "${command[@]}") >= bound)) || exit 0
+        trained_to=(--trained-to "$bound")  # a log short of it: fairseq stopped for its own reason
     done
 fi
 printf '$ %s\n' "${command[*]}" | tee -a "$LOG"

@@ -15,7 +15,9 @@ reads the validations of the log (the first of ``--valid-subset``, the metric of
 
 - nothing, when there is nothing to count (no ``--patience``, no validation in the log yet, or
   validation every N updates, which this count does not follow): train as fairseq does;
-- ``0``, when the run is done: ``--patience`` validations since the best, or ``--max-epoch`` reached;
+- ``0``, when the run is done: ``--patience`` validations since the best, ``--max-epoch`` reached,
+  or (``--trained-to EPOCH``, the bound of the sitting just ended) fairseq stopped short of it for a
+  reason of its own (``--max-update``, ``--stop-time-hours``);
 - otherwise the ``--max-epoch`` to train to: the epoch at which, with no better validation, an
   uninterrupted run would stop. fairseq's own count cannot stop the run before that (it needs more
   validations than this leaves), so train.sh trains to it and asks again.
@@ -83,18 +85,25 @@ def _flags(command: list[str]) -> argparse.Namespace:
     return parser.parse_known_args(command)[0]
 
 
-def max_epoch(log_lines, command: list[str]) -> tuple[int | None, str]:
-    """The ``--max-epoch`` to resume with (None: train as fairseq does; 0: done), and why."""
+def _validations(log_lines, flags: argparse.Namespace) -> list[tuple[int, float]]:
+    return validations(log_lines, flags.valid_subset.split(",")[0], flags.best_checkpoint_metric)
+
+
+def max_epoch(log_lines, command: list[str], trained_to: int | None = None) -> tuple[int | None, str]:
+    """The ``--max-epoch`` to resume with (None: train as fairseq does; 0: done), and why (empty
+    when there is nothing to say). ``trained_to``: the ``--max-epoch`` of the sitting just ended; a
+    log that stops short of it means fairseq stopped for a reason of its own (``--max-update``,
+    ``--stop-time-hours``), and the run is done."""
     flags = _flags(command)
     if flags.patience <= 0 or flags.disable_validation:
-        return None, "no patience"
+        return None, ""
     if flags.validate_interval_updates > 0:
         return None, "validation every N updates: fairseq's own patience count applies after a resume"
-    subset = flags.valid_subset.split(",")[0]
-    state = standing(validations(log_lines, subset, flags.best_checkpoint_metric),
-                     flags.maximize_best_checkpoint_metric)
+    state = standing(_validations(log_lines, flags), flags.maximize_best_checkpoint_metric)
+    if trained_to and state.last_epoch < trained_to:
+        return 0, f"done: fairseq stopped before epoch {trained_to} (last validation at epoch {state.last_epoch})"
     if state.best is None:
-        return None, "no validation in the log yet"
+        return None, ""
     said = (f"{state.since} validation(s) since the best {flags.best_checkpoint_metric} {state.best:g}, "
             f"last at epoch {state.last_epoch}, patience {flags.patience}")
     if state.since >= flags.patience:
@@ -107,19 +116,12 @@ def max_epoch(log_lines, command: list[str]) -> tuple[int | None, str]:
     return bound, f"{said}: training to epoch {bound} at most before counting again"
 
 
-def last_epoch(log_lines, command: list[str]) -> int:
-    """The epoch of the log's last validation of the first ``--valid-subset``."""
-    flags = _flags(command)
-    found = validations(log_lines, flags.valid_subset.split(",")[0], flags.best_checkpoint_metric)
-    return found[-1][0] if found else 0
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n\n".join(__doc__.split("\n\n")[1:]))
-    parser.add_argument("--last-epoch", action="store_true",
-                        help="print the epoch of the log's last validation instead")
+    parser.add_argument("--trained-to", type=int, metavar="EPOCH",
+                        help="the --max-epoch of the sitting just ended (a log short of it: done)")
     parser.add_argument("log", help="the run's log (scripts/train.sh writes SAVE-DIR/train.log)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the fairseq-train command and its flags")
     args = parser.parse_args(argv)
@@ -128,11 +130,8 @@ def main(argv=None):
             lines = f.readlines()
     except FileNotFoundError:
         lines = []
-    if args.last_epoch:
-        print(last_epoch(lines, args.command))
-        return
-    bound, why = max_epoch(lines, args.command)
-    if bound is not None or "every N updates" in why:
+    bound, why = max_epoch(lines, args.command, args.trained_to)
+    if why:
         print(f"patience: {why}", file=sys.stderr)
     if bound is not None:
         print(bound)
