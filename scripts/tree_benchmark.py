@@ -139,10 +139,7 @@ def run_one(data: Path, work: Path, name: str, seed: int, updates: int, max_len:
                                 *train_flags(data, name, seed, updates, run_dir, curve_every, minutes)],
                                env=_env(), stdout=log, stderr=subprocess.STDOUT)
     log_text = (run_dir / "train.log").read_text()
-    # On a loaded machine fairseq-train has aborted at interpreter exit ("terminate called without an
-    # active exception") after finishing and writing its last checkpoint: that run is complete.
-    finished = "done training" in log_text and (run_dir / "checkpoint_last.pt").exists()
-    if train.returncode and not finished:
+    if train.returncode:
         raise RuntimeError(f"{name} seed {seed}: fairseq-train failed (see {run_dir / 'train.log'})")
     done = re.findall(r"num_updates[= ](\d+)", log_text)
     result = {"run": name, "seed": seed, "budget": budget(updates, minutes),

@@ -1,7 +1,8 @@
 """tree_fairseq: tree-aware translation for fairseq.
 
 ``--user-dir tree_fairseq`` imports this package, which registers the tasks
-and models below and makes fairseq checkpoints loadable on torch >= 2.6.
+and models below, makes fairseq checkpoints loadable on torch >= 2.6 and lets
+a run that stops mid-epoch exit without aborting (``prefetch_exit``).
 
 The console scripts start through ``tree_fairseq_console``, which imports the
 package without registering anything: ``--help`` and the parsers that need no
@@ -13,9 +14,11 @@ import sys
 
 
 def register() -> None:
-    """Register the plugin's tasks and models with fairseq and allow fairseq's
-    checkpoint classes under torch's safe loader (idempotent)."""
+    """Register the plugin's tasks and models with fairseq, allow fairseq's
+    checkpoint classes under torch's safe loader, and let a run stopped
+    mid-epoch exit cleanly (idempotent)."""
     from tree_fairseq import checkpoint_compat  # noqa: F401  (before any checkpoint is read)
+    from tree_fairseq import prefetch_exit  # noqa: F401
     from tree_fairseq import models, tasks  # noqa: F401
 
 
