@@ -85,10 +85,6 @@ def _flags(command: list[str]) -> argparse.Namespace:
     return parser.parse_known_args(command)[0]
 
 
-def _validations(log_lines, flags: argparse.Namespace) -> list[tuple[int, float]]:
-    return validations(log_lines, flags.valid_subset.split(",")[0], flags.best_checkpoint_metric)
-
-
 def max_epoch(log_lines, command: list[str], trained_to: int | None = None) -> tuple[int | None, str]:
     """The ``--max-epoch`` to resume with (None: train as fairseq does; 0: done), and why (empty
     when there is nothing to say). ``trained_to``: the ``--max-epoch`` of the sitting just ended; a
@@ -99,7 +95,8 @@ def max_epoch(log_lines, command: list[str], trained_to: int | None = None) -> t
         return None, ""
     if flags.validate_interval_updates > 0:
         return None, "validation every N updates: fairseq's own patience count applies after a resume"
-    state = standing(_validations(log_lines, flags), flags.maximize_best_checkpoint_metric)
+    found = validations(log_lines, flags.valid_subset.split(",")[0], flags.best_checkpoint_metric)
+    state = standing(found, flags.maximize_best_checkpoint_metric)
     if trained_to and state.last_epoch < trained_to:
         return 0, f"done: fairseq stopped before epoch {trained_to} (last validation at epoch {state.last_epoch})"
     if state.best is None:
