@@ -11,6 +11,9 @@ sacrebleu ref.de -i tree_transformer.balanced.fed-spacy.hyp.de -m bleu -w 2 --fo
 sacrebleu ref.de -i tree_transformer.balanced.fed-spacy-shape.hyp.de -m bleu -w 2 --format json
 sacrebleu ref.de -i tree_transformer.left.hyp.de -m bleu -w 2 --format json
 sacrebleu ref.de -i tree_transformer.right.hyp.de -m bleu -w 2 --format json
+sacrebleu ref.de -i tree_transformer.spacy.seed2.hyp.de -m bleu -w 2 --format json
+sacrebleu ref.de -i tree_transformer.balanced.seed2.hyp.de -m bleu -w 2 --format json
+sacrebleu ref.de -i transformer.seed2.hyp.de -m bleu -w 2 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -19,6 +22,9 @@ sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.fed-spacy.hyp.d
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.fed-spacy-shape.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.left.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.right.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de transformer.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -26,3 +32,8 @@ sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.balanced.f
 sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.balanced.fed-spacy-shape.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.left.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.right.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i tree_transformer.balanced.seed2.hyp.de tree_transformer.spacy.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.seed2.hyp.de tree_transformer.spacy.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.seed2.hyp.de tree_transformer.balanced.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.balanced.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
