@@ -38,6 +38,7 @@ setup(
             "tree-fairseq-parse=tree_fairseq_console:parse",
             "tree-fairseq-preprocess=tree_fairseq_console:preprocess",
             "tree-fairseq-score=tree_fairseq_console:score",
+            "tree-fairseq-compare=tree_fairseq_console:compare",
             "tree-fairseq-config-args=tree_fairseq_console:config_args",
             "tree-fairseq-average-checkpoints=tree_fairseq_console:average_checkpoints",
             "tree-fairseq-synthetic=tree_fairseq_console:synthetic",

@@ -26,6 +26,10 @@ def score():
     return _run("cli.score")
 
 
+def compare():
+    return _run("cli.compare")
+
+
 def config_args():
     return _run("cli.config_args")
 

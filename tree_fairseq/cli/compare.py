@@ -1,0 +1,363 @@
+"""Compare systems over training seeds, not only over test sentences.
+
+A system here is a set of trained runs that differ only in their training seed. Another seed of the
+same system moves sacreBLEU by several tenths, and sacreBLEU's paired bootstrap resamples test
+sentences only: it says whether two *runs* differ on this test set, not whether two *systems* do.
+This tool reads published outputs (``RESULTS/ref.LANG`` and ``RESULTS/RUN.hyp.LANG``, detokenised,
+one line per test sentence, as ``scripts/publish_results.py`` writes them) and reports:
+
+- per run: sacreBLEU BLEU (its defaults: 13a, mixed case, exp smoothing), its brevity penalty and
+  chrF (sacreBLEU's default chrF2), the numbers ``sacrebleu REF -i HYP -m bleu chrf`` prints;
+- per system: the mean over its runs and the sample standard deviation (ddof 1; none with one run);
+- per pair A:B: the difference of the system means (A - B) for BLEU and chrF, a 95% interval and
+  a two-sided p-value from a bootstrap over both runs and sentences (:func:`bootstrap_differences`),
+  and the p-values Holm-corrected over the pairs given, per metric (:func:`holm`);
+- per pair, every run of A against every run of B with sacreBLEU's own paired bootstrap (BLEU, the
+  p-value ``sacrebleu REF -i B_RUN A_RUN -m bleu --paired-bs --paired-bs-n N`` prints, seeded as
+  sacreBLEU seeds it: SACREBLEU_SEED, default 12345). Runs are not matched by seed number across
+  systems: seed 2 of one architecture has nothing to do with seed 2 of another.
+
+It prints Markdown tables and writes every number, the command line, sacreBLEU's version and
+signatures, the number of replicates and the seed as JSON. With two runs a system's run-to-run
+spread is barely estimated (a bootstrap over k runs sees (k - 1) / k of their variance): the
+interval is then a floor on the uncertainty, not a measure of it; more seeds narrow it honestly.
+
+Only numpy and sacrebleu are imported (no fairseq, no torch).
+"""
+
+import argparse
+import json
+import os
+import shlex
+import sys
+
+import numpy as np
+import sacrebleu
+from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.significance import PairedTest
+
+METRICS = ("BLEU", "chrF")
+SUBWORD_MARKS = (("@@ ", "subword-nmt's '@@ ' joins"), ("\u2581", "sentencepiece's \u2581 pieces"))
+EXAMPLE = """\
+example (two training seeds of three systems, three pairs):
+
+  tree-fairseq-compare --results docs/results/iwslt14-lowres-en-de --lang de \\
+      --system transformer=transformer,transformer.seed2 \\
+      --system spacy=tree_transformer.spacy,tree_transformer.spacy.seed2 \\
+      --system balanced=tree_transformer.balanced,tree_transformer.balanced.seed2 \\
+      --pair spacy:balanced --pair spacy:transformer --pair balanced:transformer \\
+      --json /tmp/comparison.json
+
+reads DIR/ref.LANG and DIR/RUN.hyp.LANG (detokenised, one line per test sentence).
+"""
+
+
+def get_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tree-fairseq-compare",
+        description="Compare systems over their training seeds, from published outputs.\n\n"
+        "Per run: sacreBLEU BLEU, its brevity penalty and chrF. Per system: mean and sd over its runs.\n"
+        "Per pair A:B: the difference of the system means with a 95% interval and p-value from a\n"
+        "bootstrap over both runs and test sentences (Holm-corrected over the pairs), and sacreBLEU's\n"
+        "paired bootstrap p-value of every run of A against every run of B. Prints Markdown tables\n"
+        "and writes JSON (--json).",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", required=True, metavar="DIR",
+                        help="folder of ref.LANG and RUN.hyp.LANG files (e.g. docs/results/iwslt14-lowres-en-de)")
+    parser.add_argument("--lang", required=True, help="target language: the files' suffix (e.g. de)")
+    parser.add_argument("--system", action="append", required=True, metavar="NAME=RUN[,RUN...]",
+                        help="a system and its runs, one per training seed: each RUN is DIR/RUN.hyp.LANG (repeatable)")
+    parser.add_argument("--pair", action="append", required=True, metavar="A:B",
+                        help="compare system A with system B, reported as A - B (repeatable)")
+    parser.add_argument("--bootstrap", type=int, default=1000, metavar="N",
+                        help="bootstrap replicates, also sacreBLEU's --paired-bs-n (default: 1000)")
+    parser.add_argument("--seed", type=int, default=12345,
+                        help="seed of the bootstrap over runs and sentences (default: 12345); sacreBLEU's own "
+                        "paired bootstrap keeps its seed (SACREBLEU_SEED, default 12345)")
+    parser.add_argument("--json", metavar="FILE", help="where to write the results (default: DIR/comparison.json)")
+    return parser
+
+
+def parse_system(text: str) -> tuple[str, list[str]]:
+    """``NAME=RUN[,RUN...]`` as (name, runs)."""
+    name, sep, runs = text.partition("=")
+    names = [run.strip() for run in runs.split(",")]
+    if not sep or not name.strip() or not all(names):
+        raise ValueError(f"--system {text!r} is not NAME=RUN[,RUN...] (e.g. transformer=transformer,transformer.seed2)")
+    return name.strip(), names
+
+
+def parse_pair(text: str) -> tuple[str, str]:
+    """``A:B`` as (A, B)."""
+    a, sep, b = text.partition(":")
+    if not sep or not a or not b:
+        raise ValueError(f"--pair {text!r} is not A:B (two system names of --system)")
+    return a, b
+
+
+def check_design(systems: list[tuple[str, list[str]]], pairs: list[tuple[str, str]]) -> None:
+    """Refuse a system named twice, a run listed twice (in one system or two), and a pair naming
+    an unknown system or a system with itself: each would make the comparison mean something else."""
+    seen_systems, seen_runs = [], {}
+    for name, runs in systems:
+        if name in seen_systems:
+            raise ValueError(f"--system {name}=... is given twice: name each system once, with all its runs")
+        seen_systems.append(name)
+        for run in runs:
+            if run in seen_runs:
+                raise ValueError(f"run {run!r} is listed twice (in system {seen_runs[run]!r} and in {name!r}): "
+                                 "each run is one training seed of one system; list it once")
+            seen_runs[run] = name
+    for a, b in pairs:
+        for name in (a, b):
+            if name not in seen_systems:
+                raise ValueError(f"--pair {a}:{b}: no system {name!r}; the systems are {', '.join(seen_systems)} "
+                                 f"(define it with --system {name}=RUN,...)")
+        if a == b:
+            raise ValueError(f"--pair {a}:{b} compares a system with itself: name two systems")
+
+
+def read_lines(path: str) -> list[str]:
+    """The lines of a file, trailing whitespace stripped as sacreBLEU's command line strips it."""
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip() for line in f]
+
+
+def check_detokenised(path: str, lines: list[str]) -> None:
+    """Refuse text that still holds subword marks: its score would not be the translation's."""
+    for number, line in enumerate(lines, 1):
+        for mark, what in SUBWORD_MARKS:
+            if mark in line:
+                raise ValueError(f"{path} line {number} still holds {what}: publish detokenised text "
+                                 "(fairseq-generate --remove-bpe, then detokenise, as scripts/publish_results.py does)")
+
+
+def load_outputs(results: str, lang: str, runs: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """The reference and each run's hypotheses, each hypothesis file checked to be detokenised
+    and to have one line per reference line."""
+    ref_path = os.path.join(results, f"ref.{lang}")
+    if not os.path.isfile(ref_path):
+        raise ValueError(f"{ref_path}: no such file: --results names the folder of ref.{lang} and the "
+                         f"RUN.hyp.{lang} files, --lang their suffix")
+    refs = read_lines(ref_path)
+    if not refs:
+        raise ValueError(f"{ref_path} is empty: the reference must hold one line per test sentence")
+    hyps = {}
+    for run in runs:
+        path = os.path.join(results, f"{run}.hyp.{lang}")
+        if not os.path.isfile(path):
+            present = sorted(name[:-len(f".hyp.{lang}")] for name in os.listdir(results)
+                             if name.endswith(f".hyp.{lang}"))
+            raise ValueError(f"{path}: no such file: a RUN of --system is the file RUN.hyp.{lang} in {results}; "
+                             f"its runs are {', '.join(present) or 'none'}")
+        lines = read_lines(path)
+        if len(lines) != len(refs):
+            raise ValueError(f"{path} has {len(lines)} lines but {ref_path} has {len(refs)}: every run must "
+                             "translate every test sentence of that reference, one line each")
+        check_detokenised(path, lines)
+        hyps[run] = lines
+    return refs, hyps
+
+
+def sentence_statistics(metric, hyps: list[str]) -> np.ndarray:
+    """The metric's sufficient statistics of each sentence, (sentences, statistics): a corpus score
+    is a function of their sum over the sentences, so a resampled corpus costs one sum."""
+    return np.array(metric._extract_corpus_statistics(hyps, None), dtype=np.float64)
+
+
+def resampled_scores(metric, statistics: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The corpus score of each resample: ``counts`` (replicates, sentences) says how often each
+    sentence is drawn, so ``counts @ statistics`` is each resample's summed statistics."""
+    return np.array([metric._compute_score_from_stats(row).score for row in counts @ statistics])
+
+
+def mean_and_sd(values: list[float]) -> dict:
+    """Mean and sample standard deviation (ddof 1; None with one value)."""
+    return {"mean": float(np.mean(values)), "sd": float(np.std(values, ddof=1)) if len(values) > 1 else None}
+
+
+def resample_sentences(rng: np.random.Generator, sentences: int, replicates: int) -> np.ndarray:
+    """(replicates, sentences) counts: each row draws ``sentences`` test sentences with replacement."""
+    return rng.multinomial(sentences, np.full(sentences, 1.0 / sentences), size=replicates)
+
+
+def resample_runs(rng: np.random.Generator, runs: int, replicates: int) -> np.ndarray:
+    """(replicates, runs) indices: each row draws a system's ``runs`` runs with replacement."""
+    return rng.integers(0, runs, size=(replicates, runs))
+
+
+def bootstrap_means(scores: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Each replicate's mean over its drawn runs: ``scores`` (runs, replicates) holds each run's
+    score on the replicate's sentences, ``draws`` (replicates, runs) the runs drawn."""
+    return np.take_along_axis(scores.T, draws, axis=1).mean(axis=1)
+
+
+def bootstrap_differences(scores_a: np.ndarray, draws_a: np.ndarray, scores_b: np.ndarray,
+                          draws_b: np.ndarray) -> np.ndarray:
+    """The bootstrap distribution of mean(A) - mean(B): in each replicate, A's runs and B's runs
+    are resampled with replacement, each system its own number of runs, and every run of both
+    is scored on the same resampled test sentences (``scores_*``: (runs, replicates))."""
+    return bootstrap_means(scores_a, draws_a) - bootstrap_means(scores_b, draws_b)
+
+
+def percentile_interval(differences: np.ndarray) -> list[float]:
+    """The 95% percentile interval: numpy's 2.5th and 97.5th percentiles (linear interpolation)."""
+    low, high = np.percentile(differences, [2.5, 97.5])
+    return [float(low), float(high)]
+
+
+def bootstrap_p_value(differences: np.ndarray, observed: float) -> float:
+    """Two-sided bootstrap p-value of "no difference": min(1, 2 (1 + c) / (N + 1)), where c counts
+    the N replicates whose difference is 0 or of the sign opposite to the observed one (all of
+    them when the observed difference is 0). It is about the smallest level at which the
+    percentile interval would exclude 0; the +1 keeps it above 0 for a finite N."""
+    opposite = int(np.sum(differences * np.sign(observed) <= 0))
+    return min(1.0, 2 * (1 + opposite) / (len(differences) + 1))
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down correction, in the order given: the i-th smallest p (from 1) times
+    (m - i + 1), made non-decreasing along that order and capped at 1."""
+    adjusted = [0.0] * len(p_values)
+    running = 0.0
+    for rank, index in enumerate(sorted(range(len(p_values)), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def paired_bootstrap(metric: BLEU, run_a: str, hyps_a: list[str], run_b: str, hyps_b: list[str],
+                     replicates: int) -> tuple[float, str]:
+    """sacreBLEU's own paired bootstrap of run A against baseline run B, BLEU: its p-value (what
+    ``sacrebleu REF -i B A -m bleu --paired-bs --paired-bs-n N`` prints) and its signature."""
+    signatures, scores = PairedTest([(run_b, hyps_b), (run_a, hyps_a)], {"BLEU": metric}, references=None,
+                                    test_type="bs", n_samples=replicates)()
+    return float(scores["BLEU"][1].p_value), signatures["BLEU"].format()
+
+
+def score_runs(refs: list[str], hyps: dict[str, list[str]]) -> tuple[dict, dict, dict]:
+    """Each run's sentence statistics per metric and its corpus BLEU, chrF and brevity penalty, with
+    the metrics (references cached) they came from."""
+    metrics = {"BLEU": BLEU(references=[refs]), "chrF": CHRF(references=[refs])}
+    statistics = {name: {run: sentence_statistics(metric, lines) for run, lines in hyps.items()}
+                  for name, metric in metrics.items()}
+    scores = {}
+    for run in hyps:
+        bleu = metrics["BLEU"]._compute_score_from_stats(statistics["BLEU"][run].sum(axis=0))
+        chrf = metrics["chrF"]._compute_score_from_stats(statistics["chrF"][run].sum(axis=0))
+        scores[run] = {"BLEU": bleu.score, "chrF": chrf.score, "BP": bleu.bp}
+    return metrics, statistics, scores
+
+
+def compare(refs: list[str], hyps: dict[str, list[str]], systems: dict[str, list[str]],
+            pairs: list[tuple[str, str]], replicates: int, seed: int) -> dict:
+    """Every figure of the comparison (see the module's docstring), deterministic given ``seed``.
+
+    One bootstrap serves every pair and metric: its generator draws the replicates' sentence
+    counts first, then each system's run draws in the order of ``systems``, so a replicate is one
+    resample of every system at once, and adding a pair changes no other pair's figures."""
+    metrics, statistics, run_scores = score_runs(refs, hyps)
+    rng = np.random.default_rng(seed)
+    counts = resample_sentences(rng, len(refs), replicates)
+    draws = {name: resample_runs(rng, len(runs), replicates) for name, runs in systems.items()}
+    resampled = {name: {run: resampled_scores(metrics[name], statistics[name][run], counts) for run in hyps}
+                 for name in METRICS}
+
+    summary = {name: {"runs": {run: run_scores[run] for run in runs},
+                      **{key: mean_and_sd([run_scores[run][key] for run in runs]) for key in (*METRICS, "BP")}}
+               for name, runs in systems.items()}
+    results = []
+    for a, b in pairs:
+        result = {"a": a, "b": b}
+        for name in METRICS:
+            observed = summary[a][name]["mean"] - summary[b][name]["mean"]
+            differences = bootstrap_differences(
+                np.stack([resampled[name][run] for run in systems[a]]), draws[a],
+                np.stack([resampled[name][run] for run in systems[b]]), draws[b])
+            result[name] = {"difference": observed, "interval": percentile_interval(differences),
+                            "p": bootstrap_p_value(differences, observed)}
+        result["run_pairs"] = []
+        for run_a in systems[a]:
+            for run_b in systems[b]:
+                p, signature = paired_bootstrap(metrics["BLEU"], run_a, hyps[run_a], run_b, hyps[run_b], replicates)
+                result["run_pairs"].append({"a_run": run_a, "b_run": run_b, "a_bleu": run_scores[run_a]["BLEU"],
+                                            "b_bleu": run_scores[run_b]["BLEU"], "p": p})
+        result["paired_bootstrap_signature"] = signature
+        results.append(result)
+    for name in METRICS:
+        for result, adjusted in zip(results, holm([result[name]["p"] for result in results])):
+            result[name]["holm_p"] = adjusted
+    return {"sentences": len(refs), "bootstrap": replicates, "seed": seed,
+            "sacrebleu_version": sacrebleu.__version__,
+            "signatures": {name: metric.get_signature().format() for name, metric in metrics.items()},
+            "p_value": "two-sided bootstrap p of no difference: min(1, 2 (1 + c) / (N + 1)), c = replicates "
+                       "whose difference is 0 or of the sign opposite to the observed difference",
+            "systems": summary, "pairs": results}
+
+
+def _mean_sd(figure: dict, digits: int) -> str:
+    """``mean ± sd``, or the mean alone for a system of one run."""
+    text = f"{figure['mean']:.{digits}f}"
+    return text if figure["sd"] is None else f"{text} ± {figure['sd']:.{digits}f}"
+
+
+def markdown(report: dict) -> str:
+    """The report as Markdown: systems, runs, one table of pairs per metric, and sacreBLEU's
+    paired bootstrap of the runs of each pair."""
+    lines = [f"{report['sentences']} test sentences; sacreBLEU {report['sacrebleu_version']}: "
+             + "; ".join(f"{name} {signature}" for name, signature in report["signatures"].items()), "",
+             "| system | runs | BLEU mean ± sd | chrF mean ± sd | BP mean |", "|---|--:|--:|--:|--:|"]
+    for name, system in report["systems"].items():
+        lines.append(f"| {name} | {len(system['runs'])} | {_mean_sd(system['BLEU'], 2)} | "
+                     f"{_mean_sd(system['chrF'], 2)} | {system['BP']['mean']:.3f} |")
+    lines += ["", "| run | system | BLEU | chrF | BP |", "|---|---|--:|--:|--:|"]
+    for name, system in report["systems"].items():
+        for run, scores in system["runs"].items():
+            lines.append(f"| {run} | {name} | {scores['BLEU']:.2f} | {scores['chrF']:.2f} | {scores['BP']:.3f} |")
+    for metric in METRICS:
+        lines += ["", f"{metric}, A - B of the system means: 95% percentile interval and two-sided p over "
+                  f"{report['bootstrap']} bootstrap replicates resampling both runs and test sentences "
+                  f"(seed {report['seed']}); Holm over the {len(report['pairs'])} pairs.", "",
+                  "| A - B | difference | 95% interval | p | Holm p |", "|---|--:|--:|--:|--:|"]
+        for pair in report["pairs"]:
+            figure = pair[metric]
+            lines.append(f"| {pair['a']} - {pair['b']} | {figure['difference']:+.2f} | "
+                         f"[{figure['interval'][0]:+.2f}, {figure['interval'][1]:+.2f}] | {figure['p']:.4f} | "
+                         f"{figure['holm_p']:.4f} |")
+    lines += ["", "sacreBLEU's paired bootstrap (BLEU, test sentences only) of every run of A against every run of B:",
+              "", "| A - B | run pairs | p range | p (A run - B run) |", "|---|--:|--:|---|"]
+    for pair in report["pairs"]:
+        ps = [run_pair["p"] for run_pair in pair["run_pairs"]]
+        listed = "; ".join(f"{run_pair['a_run']} - {run_pair['b_run']}: {run_pair['p']:.4f}"
+                           for run_pair in pair["run_pairs"])
+        lines.append(f"| {pair['a']} - {pair['b']} | {len(ps)} | {min(ps):.4f}-{max(ps):.4f} | {listed} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Read the outputs, compare, write the JSON, then print the tables; a refusal is one line."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    if args.bootstrap < 1:
+        parser.error("--bootstrap must be at least 1")
+    try:
+        systems = [parse_system(text) for text in args.system]
+        pairs = [parse_pair(text) for text in args.pair]
+        check_design(systems, pairs)
+        systems = dict(systems)
+        refs, hyps = load_outputs(args.results, args.lang, [run for runs in systems.values() for run in runs])
+        report = compare(refs, hyps, systems, pairs, args.bootstrap, args.seed)
+        path = args.json or os.path.join(args.results, "comparison.json")
+        report = {"command": shlex.join(["tree-fairseq-compare", *argv]),
+                  "reference": os.path.join(args.results, f"ref.{args.lang}"), **report}
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(report, out, indent=1)
+            out.write("\n")
+    except (OSError, ValueError) as error:
+        sys.exit(f"tree-fairseq-compare: error: {error}")
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
