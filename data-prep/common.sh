@@ -7,9 +7,12 @@
 #
 #   orig/   downloads                      (skipped with --local)
 #   tok/    {train,valid,test}.{lang}       Moses-tokenised, cleaned text (--local: links to DIR)
+#   raw/    {split}.{lang}                  untokenised text of the downloaded test sets (no --local)
 #   trees/  {split}.tree.{lang}             tree-fairseq-parse of tok/, for every source language
 #   bpe/    {split}.{lang}, codes           subword-nmt (or sentencepiece) pieces + links to trees/
-#   data-bin/{src}-{tgt}                    tree-fairseq-preprocess, one per direction
+#   data-bin/{src}-{tgt}                    tree-fairseq-preprocess, one per direction, with each
+#                                           split's target text kept ({split}.ref.{tgt}) and raw/'s
+#                                           ({split}.ref.raw.{tgt}): the references of the scores
 #
 # Resumable, like make: every finished step leaves WORK/.steps/NAME holding its command line,
 # which includes the options it depends on and the size and mtime of its inputs; a step is skipped
@@ -286,6 +289,13 @@ binarize() {
         --trainpref "$WORK/bpe/train" --validpref "$WORK/bpe/valid" --testpref "$WORK/bpe/test" \
         --destdir "$dest" --workers "$THREADS" ${JOINED:+--joined-dictionary} \
         --subword-format "$BPE"
+    # The untokenised reference where the recipe has one (raw/): sacreBLEU scores against it.
+    for split in "${SPLITS[@]}"; do
+        if [[ -f $WORK/raw/$split.$tgt ]]; then
+            same_line_counts "raw $split" "$WORK/tok/$split.$tgt" "$WORK/raw/$split.$tgt"
+            run cp "$WORK/raw/$split.$tgt" "$dest/$split.ref.raw.$tgt"
+        fi
+    done
 }
 
 # prepare: the whole pipeline after parse_args.
@@ -330,6 +340,7 @@ prepare() {
         local src=${direction%-*} tgt=${direction#*-} binarize_inputs=()
         for split in "${SPLITS[@]}"; do
             binarize_inputs+=("$WORK/bpe/$split.$src" "$WORK/bpe/$split.$tgt" "$WORK/trees/$split.tree.$src")
+            [[ ! -f $WORK/raw/$split.$tgt ]] || binarize_inputs+=("$WORK/raw/$split.$tgt")
         done
         step "binarize-$direction" binarize "$src" "$tgt" -- "$JOINED" "$(fingerprint "${binarize_inputs[@]}")"
     done

@@ -43,17 +43,22 @@ iwslt_tokenize_train() {
     done
 }
 
-# iwslt_tokenize_xml SPLIT STEM...: the <seg>s of the xml files, tokenised and lowercased.
+# iwslt_tokenize_xml SPLIT STEM...: the <seg>s of the xml files, tokenised and lowercased; and
+# untokenised but lowercased in raw/, the reference sacreBLEU scores the split against.
 iwslt_tokenize_xml() {
     local split=$1 lang stem
     shift
-    rm -f "$WORK"/tok/"$split".{$SRC,$TGT}
+    rm -f "$WORK"/tok/"$split".{$SRC,$TGT} "$WORK"/raw/"$split".{$SRC,$TGT}
+    mkdir -p "$WORK/raw"
     for lang in "$SRC" "$TGT"; do
-        echo "    \$ (<seg>s of $*, $lang) | text_tools.py one-line | sacremoses -l $lang tokenize | lowercase > tok/$split.$lang"
+        echo "    \$ (<seg>s of $*, $lang) | text_tools.py one-line > orig/$split.seg.$lang"
         for stem in "$@"; do
             iwslt_segments "$WORK/orig/$ARCHIVE/$stem.$ARCHIVE.$lang.xml"
-        done | sacremoses -l "$lang" -j "$THREADS" -q tokenize > "$WORK/orig/$split.tok.$lang"
+        done > "$WORK/orig/$split.seg.$lang"
+        echo "    \$ sacremoses -l $lang tokenize < orig/$split.seg.$lang | lowercase > tok/$split.$lang"
+        sacremoses -l "$lang" -j "$THREADS" -q tokenize < "$WORK/orig/$split.seg.$lang" > "$WORK/orig/$split.tok.$lang"
         "${TEXT_TOOLS[@]}" lowercase "$WORK/orig/$split.tok.$lang" "$WORK/tok/$split.$lang"
+        run "${TEXT_TOOLS[@]}" lowercase "$WORK/orig/$split.seg.$lang" "$WORK/raw/$split.$lang"
     done
 }
 

@@ -59,16 +59,20 @@ tokenize_train() {
     done
 }
 
+# The test set tokenised, and untokenised in raw/: the reference sacreBLEU scores it against.
 tokenize_test() {
     local lang side
-    rm -f "$WORK"/tok/test.{$SRC,$TGT}
+    rm -f "$WORK"/tok/test.{$SRC,$TGT} "$WORK"/raw/test.{$SRC,$TGT}
+    mkdir -p "$WORK/raw"
     for lang in "$SRC" "$TGT"; do
         side=ref
         [[ $lang != "$SRC" ]] || side=src
-        echo "    \$ (<seg>s of newstest2014-deen-$side.$lang.sgm) | text_tools.py one-line | sacremoses -l $lang tokenize -a > tok/test.$lang"
+        echo "    \$ (<seg>s of newstest2014-deen-$side.$lang.sgm) | text_tools.py one-line > raw/test.$lang"
         grep '<seg id' "$WORK/orig/test-full/newstest2014-deen-$side.$lang.sgm" |
             sed -e 's/<seg id="[0-9]*">\s*//g' -e 's/\s*<\/seg>\s*//g' -e "s/\’/\'/g" |
-            "${TEXT_TOOLS[@]}" one-line | sacremoses -l "$lang" -j "$THREADS" -q tokenize -a > "$WORK/tok/test.$lang"
+            "${TEXT_TOOLS[@]}" one-line > "$WORK/raw/test.$lang"
+        echo "    \$ sacremoses -l $lang tokenize -a < raw/test.$lang > tok/test.$lang"
+        sacremoses -l "$lang" -j "$THREADS" -q tokenize -a < "$WORK/raw/test.$lang" > "$WORK/tok/test.$lang"
     done
 }
 

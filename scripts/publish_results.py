@@ -1,63 +1,83 @@
 #!/usr/bin/env python
-"""Publish test-set outputs so that anyone can recompute every BLEU and significance figure
+"""Publish test-set outputs so that anyone can recompute every score and significance figure
 without training: from fairseq-generate's output of each system (scripts/generate.sh writes
 OUT/generate-test.txt), writes to --out
 
 - SYSTEM.hyp.LANG: the system's hypotheses, detokenised (sacremoses, as tree-fairseq-score does),
   one per test sentence in sentence-id order;
-- ref.LANG: the reference they are scored against, detokenised the same way (every system's T-
-  lines must be the same);
-- scores.json: per system its sacreBLEU score (two decimals, `-w 2`) and signature, and the paired bootstrap of every
-  system against the baseline (the first system, or --baseline) and of each --compare pair;
+- ref.LANG: the reference they are scored against: the test set itself, never fairseq-generate's
+  T- lines (which print a piece missing from the dictionary as <unk>). From the data-bin's kept
+  text as tree-fairseq-score takes it (the raw reference where the data-bin holds one, else the
+  Moses detokenisation of the tokenised text), or from --ref (tokenised, detokenised here) or
+  --ref-detok (raw);
+- scores.json: per system its sacreBLEU BLEU (two decimals, `-w 2`), brevity penalty and chrF with
+  their signatures, the paired bootstrap (BLEU) of every system against the baseline (the first
+  system, or --baseline) and of each --compare pair, and what the reference is;
 - score.sh: the sacrebleu commands that give those figures from the files above.
 
 Every system must have translated every sentence of the split (--data-bin, --subset; checked as
-tree-fairseq-score checks). Name systems after the model and its trees:
+tree-fairseq-score checks). Name systems after the model and its trees (letters, digits, '.',
+'_', '-'):
 
     python scripts/publish_results.py --out docs/results/iwslt14-lowres-en-de --lang de \\
         --data-bin WORK/spacy/data-bin/en-de --compare tree_transformer.spacy:tree_transformer.balanced \\
         transformer=OUT/transformer/generate-test.txt \\
         tree_transformer.spacy=OUT/tree_transformer.spacy/generate-test.txt \\
         tree_transformer.balanced=OUT/tree_transformer.balanced/generate-test.txt
+
+A system given by its name alone is one already published in --out (its SYSTEM.hyp.LANG): the
+folder is scored again, e.g. against a corrected reference (--ref or --ref-detok, needed when no
+system is given with its fairseq-generate output).
 """
 
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
 
 from tree_fairseq.cli.score import (
-    check_coverage, check_split, coverage, detokenize, read_generate_ids, read_generate_output, split_sources,
+    check_coverage, check_identified, check_split, coverage, detokenize, read_generate_ids, read_generate_output, read_lines,
+    reference_for, split_sources,
 )
 
 BOOTSTRAP_RESAMPLES = 1000
-BLEU = ["-m", "bleu", "-w", "2"]  # two decimals, as the docs quote scores
+TWO_DECIMALS = ["-w", "2"]  # as the docs quote scores
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_BREVITY_PENALTY = re.compile(r"BP = ([0-9.]+)")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("systems", nargs="+", metavar="NAME=GENERATE_OUTPUT",
-                        help="a system's name and its fairseq-generate output (run with --remove-bpe)")
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("systems", nargs="+", metavar="NAME[=GENERATE_OUTPUT]",
+                        help="a system's name and its fairseq-generate output (run with --remove-bpe); a name "
+                        "alone: the system's outputs already published in --out")
     parser.add_argument("--out", required=True, help="the folder to write")
     parser.add_argument("--lang", required=True, help="target language (file suffix and detokenizer)")
-    parser.add_argument("--data-bin", required=True, help="the data-bin that was translated")
+    parser.add_argument("--data-bin", help="the data-bin that was translated (needed with fairseq-generate outputs)")
     parser.add_argument("--subset", default="test", help="its split (default: test)")
+    parser.add_argument("--ref", metavar="FILE",
+                        help="the test set's tokenised target text (no subword marks), one line per sentence, "
+                        "instead of the data-bin's kept text")
+    parser.add_argument("--ref-detok", metavar="FILE", help="the test set's raw (untokenised) target text instead")
     parser.add_argument("--baseline", help="the system every other is tested against (default: the first)")
     parser.add_argument("--compare", action="append", default=[], metavar="A:B",
                         help="a further paired bootstrap test: system A against baseline B (repeatable)")
     args = parser.parse_args(argv)
     try:
         publish(args)
-    except (OSError, ValueError, subprocess.CalledProcessError) as error:
+    except (OSError, ValueError) as error:
         sys.exit(f"publish_results.py: error: {error}")
 
 
 def publish(args) -> None:
-    systems = dict(_name_and_path(item) for item in args.systems)
+    systems = _systems(args.systems)
     baseline = args.baseline or next(iter(systems))
+    if baseline not in systems:
+        raise ValueError(f"--baseline {baseline} is not among the systems {', '.join(systems)}")
     pairs = [(baseline, name) for name in systems if name != baseline]
     for pair in args.compare:
         system, _, other = pair.partition(":")
@@ -65,30 +85,27 @@ def publish(args) -> None:
             raise ValueError(f"--compare {pair}: both must be among the systems {', '.join(systems)}")
         if (other, system) not in pairs:
             pairs.append((other, system))
-    sources = split_sources(args.data_bin, args.subset)
+    reference, described = _reference(args, systems)
+    outputs = {name: _hypotheses(args, name, path, len(reference)) for name, path in systems.items()}
     os.makedirs(args.out, exist_ok=True)
-    reference = None
-    for name, path in systems.items():
-        ids = read_generate_ids(path)
-        check_split(path, ids, sources, f"{args.data_bin} {args.subset}")
-        check_coverage(coverage(ids, len(sources)), allow_subset=False, what=f"{args.data_bin} {args.subset}")
-        hyps, refs = read_generate_output(path)
-        if reference is None:
-            reference = refs
-        elif refs != reference:
-            raise ValueError(f"{path}: its references (T- lines) are not those of {systems[baseline]}")
-        _write_lines(os.path.join(args.out, f"{name}.hyp.{args.lang}"), detokenize(hyps, args.lang))
-    _write_lines(os.path.join(args.out, f"ref.{args.lang}"), detokenize(reference, args.lang))
+    for name, hyps in outputs.items():
+        _write_lines(_hypothesis_path(args, name), hyps)
+    _write_lines(os.path.join(args.out, f"ref.{args.lang}"), reference)
 
     commands, scores = [], {"systems": {}, "paired_bootstrap": []}
     for name in systems:
-        command = ["sacrebleu", f"ref.{args.lang}", "-i", f"{name}.hyp.{args.lang}", *BLEU, "--format", "json"]
+        command = ["sacrebleu", f"ref.{args.lang}", "-i", f"{name}.hyp.{args.lang}", "-m", "bleu", "chrf",
+                   *TWO_DECIMALS, "--format", "json"]
         commands.append(command)
-        result = json.loads(_sacrebleu(command, args.out))
-        scores["systems"][name] = {"score": result["score"], "signature": result["signature"]}
+        bleu, chrf = json.loads(_sacrebleu(command, args.out))
+        scores["systems"][name] = {
+            "score": bleu["score"], "signature": bleu["signature"],
+            "brevity_penalty": float(_BREVITY_PENALTY.search(bleu["verbose_score"]).group(1)),
+            "chrf": chrf["score"], "chrf_signature": chrf["signature"]}
     for base, system in pairs:
         command = ["sacrebleu", f"ref.{args.lang}", "-i", f"{base}.hyp.{args.lang}", f"{system}.hyp.{args.lang}",
-                   *BLEU, "--paired-bs", "--paired-bs-n", str(BOOTSTRAP_RESAMPLES), "--format", "json"]
+                   "-m", "bleu", *TWO_DECIMALS, "--paired-bs", "--paired-bs-n", str(BOOTSTRAP_RESAMPLES),
+                   "--format", "json"]
         commands.append(command)
         result = json.loads(_sacrebleu(command, args.out))
         scores["paired_bootstrap"].append({
@@ -96,6 +113,7 @@ def publish(args) -> None:
             "baseline_mean": result[0]["BLEU"]["mean"], "baseline_ci": result[0]["BLEU"]["ci"],
             "system_mean": result[1]["BLEU"]["mean"], "system_ci": result[1]["BLEU"]["ci"]})
     scores["sentences"] = len(reference)
+    scores["reference"] = described
     with open(os.path.join(args.out, "scores.json"), "w", encoding="utf-8") as f:
         json.dump(scores, f, indent=1)
         f.write("\n")
@@ -106,19 +124,84 @@ def publish(args) -> None:
     print(json.dumps(scores, indent=1))
 
 
+def _reference(args, systems: dict) -> tuple[list[str], str]:
+    """The detokenised reference every system is scored against, and where it comes from."""
+    if args.ref_detok:
+        return read_lines(args.ref_detok), f"{args.ref_detok} (raw)"
+    if args.ref and not any(systems.values()):
+        return detokenize(read_lines(args.ref), args.lang), f"{args.ref}, detokenised (sacremoses -l {args.lang})"
+    if not any(systems.values()):
+        raise ValueError("every system is one already published: give the reference to score them against "
+                         "(--ref, tokenised, or --ref-detok, raw)")
+    if not args.data_bin:
+        raise ValueError("--data-bin: the data-bin that was translated, to check that every output is of its split")
+    sources = split_sources(args.data_bin, args.subset)
+    what = f"{args.data_bin} {args.subset}"
+    reference, first = None, None
+    for name, path in systems.items():
+        if path is None:
+            continue
+        ids = read_generate_ids(path)
+        check_coverage(coverage(ids, len(sources)), allow_subset=False, what=what)
+        check_split(path, ids, sources, what)
+        _, t_lines = read_generate_output(path)
+        found = reference_for(path, ids, t_lines, args.data_bin, args.subset, args.ref)
+        check_identified(path, found, what)
+        if reference is None:
+            reference, first = found, path
+        elif found.tokenised != reference.tokenised:
+            raise ValueError(f"{path}: its reference is not that of {first}: outputs of different test sets")
+    if reference.raw is not None:
+        return reference.raw, f"{reference.source} (raw)"
+    return (detokenize(reference.tokenised, args.lang),
+            f"{reference.source}, detokenised (sacremoses -l {args.lang})")
+
+
+def _hypotheses(args, name: str, path: str | None, size: int) -> list[str]:
+    """A system's detokenised hypotheses, from its fairseq-generate output or, with no path, as
+    published in --out."""
+    published = path is None
+    if published:
+        path = _hypothesis_path(args, name)
+        if not os.path.isfile(path):
+            raise ValueError(f"system {name}: no {path} to score again; give {name}=GENERATE_OUTPUT")
+        hyps = read_lines(path)
+    else:
+        hyps, _ = read_generate_output(path)
+    if any("@@ " in line or "\u2581" in line for line in hyps):
+        raise ValueError(f"{path}: the text still holds subword marks ('@@ ' or \u2581): translate with --remove-bpe "
+                         "(scripts/generate.sh does)")
+    if len(hyps) != size:
+        raise ValueError(f"{path} has {len(hyps)} hypotheses, the reference {size} lines")
+    return hyps if published else detokenize(hyps, args.lang)
+
+
+def _systems(items: list[str]) -> dict:
+    """NAME -> fairseq-generate output (None: the outputs already published), in the order given."""
+    systems = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"{item!r}: a system name is letters, digits, '.', '_' and '-' (it names files in --out)")
+        if sep and not os.path.isfile(path):
+            raise ValueError(f"{path}: no such file")
+        if name in systems:
+            raise ValueError(f"system {name} is given twice")
+        systems[name] = path if sep else None
+    return systems
+
+
+def _hypothesis_path(args, name: str) -> str:
+    return os.path.join(args.out, f"{name}.hyp.{args.lang}")
+
+
 def _sacrebleu(command: list[str], folder: str) -> str:
     executable = os.path.join(os.path.dirname(sys.executable), "sacrebleu")
-    return subprocess.run([executable if os.path.exists(executable) else "sacrebleu", *command[1:]], cwd=folder,
-                          check=True, capture_output=True, text=True).stdout
-
-
-def _name_and_path(item: str) -> tuple[str, str]:
-    name, sep, path = item.partition("=")
-    if not sep or not name or not path:
-        raise ValueError(f"{item!r} is not NAME=GENERATE_OUTPUT")
-    if not os.path.isfile(path):
-        raise ValueError(f"{path}: no such file")
-    return name, path
+    result = subprocess.run([executable if os.path.exists(executable) else "sacrebleu", *command[1:]], cwd=folder,
+                            capture_output=True, text=True)
+    if result.returncode:
+        raise ValueError(f"{shlex.join(command)} (in {folder}) failed: {result.stderr.strip()[-500:]}")
+    return result.stdout
 
 
 def _write_lines(path: str, lines: list[str]) -> None:

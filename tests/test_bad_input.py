@@ -133,9 +133,11 @@ def test_score_refuses_the_output_of_another_split(tmp_path, tiny_databin):
     valid = score.split_sources(str(tiny_databin), "valid")
     assert len(sources) == 40 and "@@" in " ".join(sources)
 
+    references = score.stored_reference(str(tiny_databin), "test").tokenised + ["the cat"] * 2
+
     def output(texts, ids):  # as fairseq-generate --remove-bpe writes it
         path = tmp_path / "generate.txt"
-        path.write_text("".join(f"S-{i}\t{texts[i].replace('@@ ', '')}\nT-{i}\tthe cat\nH-{i}\t-0.5\tthe cat\n"
+        path.write_text("".join(f"S-{i}\t{texts[i].replace('@@ ', '')}\nT-{i}\t{references[i]}\nH-{i}\t-0.5\tthe cat\n"
                                 for i in ids))
         return str(path)
 

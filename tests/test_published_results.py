@@ -1,7 +1,8 @@
 """Published system outputs (docs/results/*/) reproduce every figure: scripts/publish_results.py
 writes them, and each published folder's scores are what sacreBLEU gives on its files, with as
-many lines as the reference, and the figures docs/ quotes are those scores (and the p-value on a
-line naming both systems of a paired bootstrap is that test's)."""
+many lines as the reference, its reference is the test set itself (never fairseq's T- lines), and
+the figures docs/ quotes are those scores (and the p-value on a line naming both systems of a
+paired bootstrap is that test's)."""
 
 import json
 import re
@@ -10,41 +11,54 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import shared_data
 from helpers import train_and_generate
+
+from tree_fairseq.cli.score import detokenize, stored_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 SACREBLEU = str(Path(sys.executable).parent / "sacrebleu")
 PUBLISHED = sorted(path.parent for path in (ROOT / "docs" / "results").glob("*/scores.json"))
+# The test set each published folder was translated from: (dataset of ../shared/data, file, language).
+TEST_SETS = {"iwslt14-lowres-en-de": ("iwslt14-de-en-lowres", "test.de", "de")}
 
 
-def sacrebleu_score(folder: Path, ref: str, hyp: str) -> dict:
-    result = subprocess.run([SACREBLEU, ref, "-i", hyp, "-m", "bleu", "-w", "2", "--format", "json"], cwd=folder,
-                            capture_output=True, text=True, check=True)
-    return json.loads(result.stdout)
+def sacrebleu_scores(folder: Path, ref: str, hyp: str) -> tuple[dict, dict]:
+    """sacreBLEU's BLEU and chrF of ``hyp`` against ``ref``, as its command line gives them."""
+    result = subprocess.run([SACREBLEU, ref, "-i", hyp, "-m", "bleu", "chrf", "-w", "2", "--format", "json"],
+                            cwd=folder, capture_output=True, text=True, check=True)
+    bleu, chrf = json.loads(result.stdout)
+    return bleu, chrf
 
 
 @pytest.mark.slow
 def test_publish_results_writes_outputs_scores_and_commands(tiny_databin, tmp_path):
     output = train_and_generate(tiny_databin, tmp_path / "ck", "tree_transformer_tiny", "--inference-parser",
-                                "balanced", max_update=2)
+                                "balanced", max_update=2,
+                                generate_flags=("--remove-bpe",))
     first = tmp_path / "first.txt"
     first.write_text(output)
-    # A second system: the reference itself as its hypotheses (a perfect score).
+    # fairseq's T- lines print the test words missing from the dictionary as <unk>: not the test set
+    assert "<unk>" in "".join(line for line in output.splitlines() if line.startswith("T-"))
+    # A second system: the test set itself as its hypotheses (a perfect score).
     second = tmp_path / "second.txt"
     lines = output.splitlines()
-    references = {line.split("\t")[0][2:]: line.split("\t")[1] for line in lines if line.startswith("T-")}
+    references = stored_reference(str(tiny_databin), "test").tokenised
     second.write_text("".join(
-        (f"H-{line.split(chr(9))[0][2:]}\t-0.1\t{references[line.split(chr(9))[0][2:]]}" if line.startswith("H-")
-         else line) + "\n" for line in lines))
+        (f"H-{line.split(chr(9))[0][2:]}\t-0.1\t{references[int(line.split(chr(9))[0][2:])]}"
+         if line.startswith("H-") else line) + "\n" for line in lines))
     out = tmp_path / "published"
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out", str(out), "--lang", "en",
-                    "--data-bin", str(tiny_databin), "--compare", "model.balanced:oracle",
-                    "--compare", "oracle:model.balanced",
-                    "model.balanced=" + str(first), "oracle=" + str(second)],
-                   check=True, capture_output=True, text=True)
+    published = subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out", str(out),
+                                "--lang", "en", "--data-bin", str(tiny_databin), "--compare", "model.balanced:oracle",
+                                "--compare", "oracle:model.balanced",
+                                "model.balanced=" + str(first), "oracle=" + str(second)],
+                               capture_output=True, text=True)
+    assert published.returncode == 0, published.stderr[-2000:]
     scores = json.loads((out / "scores.json").read_text())
     assert set(scores["systems"]) == {"model.balanced", "oracle"} and scores["sentences"] == 40
     assert scores["systems"]["oracle"]["score"] == pytest.approx(100.0)
+    assert scores["systems"]["oracle"]["chrf"] == pytest.approx(100.0)
+    assert (out / "ref.en").read_text().splitlines() == detokenize(references, "en")
     assert scores["systems"]["model.balanced"]["score"] < 100
     assert scores["paired_bootstrap"][0]["baseline"] == "model.balanced"
     assert scores["paired_bootstrap"][0]["p_value"] < 0.05
@@ -56,7 +70,7 @@ def test_publish_results_writes_outputs_scores_and_commands(tiny_databin, tmp_pa
     # score.sh gives the same figures
     result = subprocess.run(["bash", str(out / "score.sh")], capture_output=True, text=True, check=True,
                             env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
-    printed = [float(number) for number in re.findall(r'"score": ([0-9.]+)', result.stdout)]
+    printed = [float(number) for number in re.findall(r'"name": "BLEU",\s+"score": ([0-9.]+)', result.stdout)]
     assert printed[:2] == pytest.approx([scores["systems"][name]["score"] for name in ("model.balanced", "oracle")])
     # a system with a missing sentence is refused
     second.write_text("".join(line + "\n" for line in lines if not line.startswith(("H-0\t", "T-0\t", "S-0\t"))))
@@ -74,9 +88,20 @@ def check_published(folder: Path) -> None:
     for name, published in scores["systems"].items():
         hyp = folder / f"{name}.hyp{reference.suffix}"
         assert len(hyp.read_text(encoding="utf-8").splitlines()) == lines, hyp
-        computed = sacrebleu_score(folder, reference.name, hyp.name)
-        assert computed["score"] == pytest.approx(published["score"], abs=1e-9)
-        assert computed["signature"] == published["signature"]
+        bleu, chrf = sacrebleu_scores(folder, reference.name, hyp.name)
+        assert bleu["score"] == pytest.approx(published["score"], abs=1e-9)
+        assert bleu["signature"] == published["signature"]
+        assert float(re.search(r"BP = ([0-9.]+)", bleu["verbose_score"]).group(1)) == published["brevity_penalty"]
+        assert (chrf["score"], chrf["signature"]) == (published["chrf"], published["chrf_signature"])
+    assert "<unk>" not in reference.read_text(encoding="utf-8")  # a reference rebuilt from T- lines
+    assert "T- lines" not in scores["reference"]
+
+
+@pytest.mark.parametrize("folder", PUBLISHED, ids=[path.name for path in PUBLISHED])
+def test_published_references_are_the_test_set(folder):
+    dataset, name, lang = TEST_SETS[folder.name]  # every published folder says which test set it scores
+    test_set = (shared_data(dataset) / name).read_text(encoding="utf-8").splitlines()
+    assert (folder / f"ref.{lang}").read_text(encoding="utf-8").splitlines() == detokenize(test_set, lang)
 
 
 @pytest.mark.parametrize("folder", PUBLISHED, ids=[path.name for path in PUBLISHED])

@@ -16,6 +16,11 @@ staging folder beside --destdir and moved there only when complete, so a run
 that fails leaves nothing behind and the same command can simply be run again.
 One run at a time writes a --destdir (``DESTDIR.lock``): a second is refused.
 
+Each split's target text is kept as given, beside its binarised form
+(``{split}.ref.{tgt}``): scores are taken against it (tree-fairseq-score
+--data-bin), not against the binarised target, in which a piece missing from
+the dictionary reads ``<unk>``.
+
 A word split into several pieces gets a node over them labelled with the
 word's part-of-speech tag, the preterminal of its tree (Nguyen et al., ICLR
 2020, appendix 7.4), or ``@BPE`` when the tree has no preterminals (trivial
@@ -38,13 +43,14 @@ from fairseq_cli import preprocess as fairseq_preprocess
 from tqdm import tqdm
 
 from tree_fairseq.cli.locking import output_lock
+from tree_fairseq.cli.score import reference_paths
 from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.data import TreeStreamWriter, node_dictionary_path, tree_stream_prefix
 from tree_fairseq.trees import (
     SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
 )
 from tree_fairseq.trees.subwords import check_labels
-from tree_fairseq.trees.textio import utf8_lines
+from tree_fairseq.trees.textio import other_space, utf8_lines
 
 logger = logging.getLogger("tree_fairseq.preprocess")
 
@@ -116,6 +122,10 @@ def _run(args):
                 fairseq_preprocess.main(args)
             except AssertionError as error:  # fairseq checks some options by assert
                 raise ValueError(f"fairseq-preprocess: {error}") from None
+            for name, prefix in splits:
+                # The target text as given, for scoring against the test set rather than its binarised
+                # form (fairseq-generate's T- lines print a piece missing from the dictionary as <unk>).
+                shutil.copyfile(f"{prefix}.{args.target_lang}", reference_paths(stage, name, args.target_lang)[0])
             os.makedirs(destdir, exist_ok=True)
             for name in sorted(os.listdir(stage)):
                 os.replace(os.path.join(stage, name), os.path.join(destdir, name))
@@ -248,6 +258,8 @@ def _tree_chunk(job):
         try:
             tree = expand_subwords(align(tree, words, retokenized), pieces, subword_format, subword_label)
         except TreeError as error:
+            # A tab or no-break space inside a word: subword-nmt kept it there, str.split() did not.
+            error = other_space(text_line) or error
             raise located(f"{error} (tree: {tree_path}:{line_number})", text_path, line_number) from None
         results.append(([node.label for node in tree.nodes], [(node.start, node.end) for node in tree.nodes]))
     return results

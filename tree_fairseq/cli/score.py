@@ -1,9 +1,20 @@
 """Score translations or summaries: BLEU three ways and ROUGE.
 
-Reads either fairseq-generate's output (``--generate-output``: the first ``H-`` hypothesis and
-the ``T-`` reference of each sentence, run fairseq-generate with ``--remove-bpe``) or two files of
-tokenised text, one sentence per line (``--hyp``, ``--ref``). Prints one line per metric and
-writes them as JSON with ``--json``.
+Reads either fairseq-generate's output (``--generate-output``: the first ``H-`` hypothesis of
+each sentence, run fairseq-generate with ``--remove-bpe``) or two files of tokenised text, one
+sentence per line (``--hyp``, ``--ref``). Prints one line per metric and writes them as JSON with
+``--json``.
+
+The reference is the test set itself, never fairseq's ``T-`` lines by default: ``T-`` is the
+target after binarisation, so a subword piece missing from the dictionary prints as ``<unk>``
+and the score is taken against text that is not the test set. With ``--data-bin``, the reference
+is the split's target text that tree-fairseq-preprocess keeps beside the binarised split
+(``SPLIT.ref.LANG``, subword marks removed as ``--remove-bpe`` removes them), and sacreBLEU's
+reference the split's untokenised text where the data-bin holds it (``SPLIT.ref.raw.LANG``,
+written by the recipes that have one), else the Moses detokenisation of the former.
+``--ref``/``--ref-detok`` give the references of a data-bin made elsewhere. Without any of
+these the ``T-`` lines are used only when none holds ``<unk>``; otherwise the scoring stops,
+naming how many do, unless ``--allow-unk-reference``. The report names the reference it used.
 
 A score over part of a split is not the split's score. fairseq-generate skips sentences without
 failing (``--skip-invalid-size-inputs-valid-test`` with ``--max-source-positions`` or ``--max-tokens``,
@@ -36,6 +47,7 @@ import argparse
 import json
 import re
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,9 +64,13 @@ def get_parser() -> argparse.ArgumentParser:
     source.add_argument("--generate-output", metavar="FILE",
                         help="fairseq-generate's output (run with --remove-bpe): H- and T- lines")
     source.add_argument("--hyp", metavar="FILE", help="tokenised hypotheses, one per line (with --ref)")
-    parser.add_argument("--ref", metavar="FILE", help="tokenised references, one per line (with --hyp)")
+    parser.add_argument("--ref", metavar="FILE",
+                        help="tokenised references without subword marks, one per line (with --hyp; with "
+                        "--generate-output one per sentence id of the split, instead of the data-bin's own)")
     parser.add_argument("--ref-detok", metavar="FILE",
-                        help="raw (untokenised) references for sacreBLEU instead of detokenising --ref")
+                        help="raw (untokenised) references for sacreBLEU instead of detokenising the tokenised ones")
+    parser.add_argument("--allow-unk-reference", action="store_true",
+                        help="score against fairseq-generate's T- lines even when some hold <unk> (not the test set)")
     parser.add_argument("--lang", default="en", help="target language for the Moses detokenizer (default: en)")
     parser.add_argument("--metrics", nargs="+", choices=METRICS, default=["sacrebleu", "tokbleu"],
                         help="what to compute (default: sacrebleu tokbleu)")
@@ -103,6 +119,109 @@ def split_sources(data_bin: str, subset: str) -> list[str]:
     raise ValueError(f"{data_bin}: no split {subset!r} (no {subset}.{src}-{tgt}.{src}.idx)")
 
 
+def reference_paths(data_bin: str, subset: str, lang: str) -> tuple[str, str]:
+    """Where a data-bin keeps a split's target text: as it was binarised (tokenised, subword
+    pieces and all; written by tree-fairseq-preprocess) and untokenised (written by the recipes
+    that have the raw test set)."""
+    import os
+
+    return (os.path.join(data_bin, f"{subset}.ref.{lang}"), os.path.join(data_bin, f"{subset}.ref.raw.{lang}"))
+
+
+def remove_subwords(line: str, subword_format: str) -> str:
+    """A line of subword pieces as words, as fairseq's ``--remove-bpe`` gives them."""
+    line = " ".join(line.split())
+    if subword_format == "sentencepiece":
+        return line.replace(" ", "").replace("\u2581", " ").strip()
+    return (line + " ").replace("@@ ", "").rstrip()
+
+
+@dataclass
+class Reference:
+    """A split's references: ``tokenised`` (what tokenised BLEU is taken against), ``raw`` (what
+    sacreBLEU is taken against; None: the Moses detokenisation of ``tokenised``) and where they
+    come from, in words."""
+
+    tokenised: list[str]
+    raw: list[str] | None
+    source: str
+    checked: bool = False  # the T- lines were found to be this text (a data-bin's stored reference)
+
+
+def stored_reference(data_bin: str, subset: str) -> Reference | None:
+    """The split's references that the data-bin keeps (:func:`reference_paths`), or None when it
+    keeps none (a data-bin made by fairseq-preprocess, or by tree-fairseq-preprocess before it kept
+    them)."""
+    import os
+
+    from fairseq.data import data_utils
+
+    data_bin = data_bin.split(":")[0]
+    _, tgt = data_utils.infer_language_pair(data_bin)
+    tokenised_path, raw_path = reference_paths(data_bin, subset, tgt)
+    if not os.path.exists(tokenised_path):
+        return None
+    with open(os.path.join(data_bin, f"dict.{tgt}.txt"), encoding="utf-8") as f:
+        subword_format = "sentencepiece" if any(line.startswith("\u2581") for line in f) else "subword_nmt"
+    tokenised = [remove_subwords(line, subword_format) for line in read_lines(tokenised_path)]
+    source = f"{tokenised_path} ({subword_format} pieces removed)"
+    raw = None
+    if os.path.exists(raw_path):
+        raw = read_lines(raw_path)
+        if len(raw) != len(tokenised):
+            raise ValueError(f"{raw_path} has {len(raw)} lines but {tokenised_path} {len(tokenised)}: "
+                             "not the same split")
+        source += f", sacreBLEU against {raw_path}"
+    return Reference(tokenised, raw, source)
+
+
+def check_t_lines(path: str, ids: list[int], t_lines: list[str], reference: Reference) -> None:
+    """fairseq-generate's ``T-`` lines spell the reference of the same sentence (``<unk>`` aside):
+    the data-bin's stored text is the split that was translated."""
+    for i, t_line in zip(ids, t_lines):
+        if "<unk>" in t_line:
+            continue
+        if i >= len(reference.tokenised) or _spelling(t_line) != _spelling(reference.tokenised[i]):
+            stored = reference.tokenised[i] if i < len(reference.tokenised) else "(no such line)"
+            raise ValueError(f"{path}: the T- line of sentence {i} is {t_line!r}, but the reference of {reference.source} "
+                             f"is {stored!r}: the stored text is not the split that was translated")
+
+
+def unk_reference(path: str, t_lines: list[str]) -> Reference:
+    """fairseq-generate's ``T-`` lines as the reference, refused when any holds ``<unk>``."""
+    holding = sum("<unk>" in line for line in t_lines)
+    if holding:
+        raise ValueError(
+            f"{path}: {holding} of the {len(t_lines)} references (T- lines) hold <unk>: fairseq-generate prints "
+            "the target as binarised, so a piece missing from the dictionary is not the test set's text. Score "
+            "against the test set: --data-bin of a data-bin made by tree-fairseq-preprocess (it keeps "
+            "SPLIT.ref.LANG), or --ref FILE (tokenised) / --ref-detok FILE (raw); --allow-unk-reference scores "
+            "against the T- lines anyway")
+    return Reference(t_lines, None, f"the T- lines of {path}")
+
+
+def reference_for(path: str, ids: list[int], t_lines: list[str], data_bin: str | None, subset: str,
+                  ref: str | None = None, allow_unk: bool = False) -> Reference:
+    """The references of the sentences ``ids`` (sorted) of fairseq-generate's output ``path``, whose
+    ``T-`` lines are ``t_lines``: ``ref`` (a file, one line per sentence id) if given, else the
+    data-bin's stored reference, else the ``T-`` lines (refused when one holds ``<unk>``, unless
+    ``allow_unk``)."""
+    if ref:
+        lines = read_lines(ref)
+        if ids and ids[-1] >= len(lines):
+            raise ValueError(f"--ref {ref} has {len(lines)} lines, but {path} translates sentence {ids[-1]}")
+        found = Reference(lines, None, ref)
+    else:
+        found = stored_reference(data_bin, subset) if data_bin else None
+        if found is None:
+            if allow_unk:
+                return Reference(t_lines, None, f"the T- lines of {path} (--allow-unk-reference)")
+            return unk_reference(path, t_lines)
+    check_t_lines(path, ids, t_lines, found)
+    return Reference([found.tokenised[i] for i in ids], [found.raw[i] for i in ids] if found.raw else None,
+                     found.source, checked=not ref)
+
+
 def read_generate_sources(path: str) -> dict[int, str]:
     """The ``S-`` line of each sentence id of fairseq-generate's output."""
     sources = {}
@@ -132,6 +251,15 @@ def check_split(path: str, ids: list[int], sources: list[str], what: str) -> Non
         if i < len(sources) and _spelling(text) != _spelling(sources[i]):
             raise ValueError(f"{path}: the source of sentence {i} is {text!r}, but sentence {i} of {what} is "
                              f"{sources[i]!r}: the output of another split or data-bin")
+
+
+def check_identified(path: str, reference: Reference, what: str) -> None:
+    """Output without ``S-`` lines (fairseq-generate --quiet, or edited) is taken for the split's
+    only when its ``T-`` lines were found to be the split's stored text: a size alone does not tell."""
+    if not reference.checked and not read_generate_sources(path):
+        raise ValueError(f"{path} has no S- lines and {what} keeps no reference text to check its T- lines against: "
+                         "nothing shows it is the output of that split. Translate again without --quiet, or "
+                         "binarise the split with tree-fairseq-preprocess (it keeps SPLIT.ref.LANG)")
 
 
 def coverage(ids: list[int], size: int | None) -> dict:
@@ -165,7 +293,7 @@ def subset_note(cover: dict) -> str:
 
 
 def read_generate_output(path: str) -> tuple[list[str], list[str]]:
-    """Hypotheses (the first ``H-`` of each id) and references (``T-``), ordered by sentence id."""
+    """Hypotheses (the first ``H-`` of each id) and the ``T-`` lines, ordered by sentence id."""
     hyps: dict[int, str] = {}
     refs: dict[int, str] = {}
     with open(path, encoding="utf-8") as f:
@@ -179,6 +307,9 @@ def read_generate_output(path: str) -> tuple[list[str], list[str]]:
             sentence = int(fields[0])
             if kind == "H":
                 hyps.setdefault(sentence, fields[2] if len(fields) > 2 else "")
+            elif sentence in refs:
+                raise ValueError(f"{path}: sentence {sentence} has two T- lines: the outputs of two runs "
+                                 "concatenated? Score each run's output on its own")
             else:
                 refs[sentence] = fields[1]
     if not hyps:
@@ -283,6 +414,8 @@ def report(results: dict) -> str:
     if "subset" in results:  # every score line says it is a subset's
         mark = f"[SUBSET {results['subset']['scored']}/{results['subset']['split']}] "
         lines = [subset_note(results["subset"])] + [mark + line for line in lines]
+    if "reference" in results:
+        lines.append(f"reference: {results['reference']}")
     if "sentences" in results:
         count = results["sentences"]
         lines.append(f"sentences scored: {count['scored']} of {count['split']} ({count['source']})")
@@ -297,33 +430,47 @@ def main(argv: list[str] | None = None) -> None:
     cover = None
     try:
         if args.generate_output:
-            hyps, refs = read_generate_output(args.generate_output)
+            hyps, t_lines = read_generate_output(args.generate_output)
             ids = read_generate_ids(args.generate_output)
             size = None
             if args.data_bin:
                 sources = split_sources(args.data_bin, args.subset)
                 check_split(args.generate_output, ids, sources, f"{args.data_bin} {args.subset}")
                 size = len(sources)
+            reference = reference_for(args.generate_output, ids, t_lines, args.data_bin, args.subset, args.ref,
+                                      args.allow_unk_reference)
+            if args.data_bin:
+                check_identified(args.generate_output, reference, f"{args.data_bin} {args.subset}")
             cover = coverage(ids, size)
             check_coverage(cover, args.allow_subset, f"{args.data_bin} {args.subset}" if args.data_bin
                            else f"{args.generate_output} (ids 0 to {cover['split'] - 1})")
             source = (f"the {args.subset} split of {args.data_bin}" if args.data_bin
                       else f"ids 0 to {cover['split'] - 1} of {args.generate_output}")
             sentences = {"scored": cover["scored"], "split": cover["split"], "source": source}
+            if args.ref_detok:
+                raw = read_lines(args.ref_detok)
+                if ids and ids[-1] >= len(raw):
+                    raise ValueError(f"--ref-detok {args.ref_detok} has {len(raw)} lines, but {args.generate_output} "
+                                     f"translates sentence {ids[-1]}")
+                reference = Reference(reference.tokenised, [raw[i] for i in ids],
+                                      f"{reference.source}, sacreBLEU against {args.ref_detok}")
         else:
-            hyps, refs = read_lines(args.hyp), read_lines(args.ref)
-            sentences = {"scored": len(hyps), "split": len(refs), "source": f"the lines of {args.ref}"}
-        ref_detok = read_lines(args.ref_detok) if args.ref_detok else None
-        results = score(hyps, refs, args.metrics, args.lang, ref_detok, not args.no_stemmer, args.seed)
+            hyps = read_lines(args.hyp)
+            reference = Reference(read_lines(args.ref), read_lines(args.ref_detok) if args.ref_detok else None,
+                                  args.ref + (f", sacreBLEU against {args.ref_detok}" if args.ref_detok else ""))
+            sentences = {"scored": len(hyps), "split": len(reference.tokenised), "source": f"the lines of {args.ref}"}
+        results = score(hyps, reference.tokenised, args.metrics, args.lang, reference.raw, not args.no_stemmer,
+                        args.seed)
     except (OSError, ValueError) as error:
         sys.exit(f"tree-fairseq-score: error: {error}")
     if args.write_text:
-        for suffix, lines in (("hyp", hyps), ("ref", refs), ("hyp.detok", detokenize(hyps, args.lang)),
-                              ("ref.detok", ref_detok or detokenize(refs, args.lang))):
+        for suffix, lines in (("hyp", hyps), ("ref", reference.tokenised), ("hyp.detok", detokenize(hyps, args.lang)),
+                              ("ref.detok", reference.raw or detokenize(reference.tokenised, args.lang))):
             with open(f"{args.write_text}.{suffix}", "w", encoding="utf-8") as out:
                 out.writelines(line + "\n" for line in lines)
     if cover and cover["missing"]:
         results["subset"] = cover
+    results["reference"] = reference.source
     results["sentences"] = sentences
     print(report(results))
     if args.json:
