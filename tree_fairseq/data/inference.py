@@ -79,15 +79,16 @@ class InferenceTrees:
         return self._parser
 
     def dataset(self, src_tokens: list[Tensor], src_lengths: list[int], tgt_dict: Dictionary | None = None,
-                constraints=None, left_pad_source: bool = True) -> TreePairDataset:
-        """What ``task.build_dataset_for_inference`` returns: fairseq's inference dataset with trees."""
+                constraints=None, left_pad_source: bool = True, count_nodes: bool = True) -> TreePairDataset:
+        """What ``task.build_dataset_for_inference`` returns: fairseq's inference dataset with trees
+        (``count_nodes``: as :class:`TreePairDataset`)."""
         trees = self.tree_tensors(src_tokens)
         self._trees = {_key(tokens, self.src_dict): tree for tokens, tree in zip(src_tokens, trees)}
         pairs = LanguagePairDataset(src_tokens, src_lengths, self.src_dict, tgt_dict=tgt_dict,
                                     constraints=constraints, left_pad_source=left_pad_source)
         labels = ListDataset([label for label, _ in trees], sizes=[len(label) for label, _ in trees])
         spans = ListDataset([span for _, span in trees], sizes=[len(span) for _, span in trees])
-        return TreePairDataset(pairs, labels, spans, self.node_dict, keep_every_sentence=True)
+        return TreePairDataset(pairs, labels, spans, self.node_dict, keep_every_sentence=True, count_nodes=count_nodes)
 
     def add_tree_inputs(self, net_input: dict) -> dict:
         """``net_input`` with ``src_tokens`` ``(B, n)`` (padded either side, EOS last) and

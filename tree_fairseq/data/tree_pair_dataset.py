@@ -44,8 +44,15 @@ def collate_trees(labels, spans, src_tokens, src_lengths, left_pad, label_pad):
 
 class TreePairDataset(BaseWrapperDataset):
     """Wraps fairseq's LanguagePairDataset; adds each source sentence's node
-    labels and spans. ``--max-tokens`` counts leaves plus nodes on the source
-    side; ``--max-source-positions`` still limits leaves, as in fairseq.
+    labels and spans. ``--max-source-positions`` limits leaves, as in fairseq.
+
+    ``count_nodes`` (the task's ``--batch-tokens tree``, the default): a
+    sentence counts ``max(source leaves + nodes, target tokens)`` toward
+    ``--max-tokens``, since a batch's tree tensors grow with its nodes.
+    Without (``--batch-tokens text``): ``max(source tokens, target tokens)``,
+    the wrapped dataset's own count, so that the batches are those of fairseq's
+    translation task on the same data (ordering and sizes are the wrapped
+    dataset's in both cases).
 
     ``keep_every_sentence`` (the splits translated or scored: generate, validate,
     raw text): batches never drop a sentence. fairseq's batching drops the last
@@ -53,9 +60,10 @@ class TreePairDataset(BaseWrapperDataset):
     (default 8), which for a training epoch costs a few sentences but for a test
     set silently leaves sentences untranslated; here that last batch is kept."""
 
-    def __init__(self, pairs, node_labels, node_spans, node_dict, keep_every_sentence=False):
+    def __init__(self, pairs, node_labels, node_spans, node_dict, keep_every_sentence=False, count_nodes=True):
         super().__init__(pairs)
         self.keep_every_sentence = keep_every_sentence
+        self.count_nodes = count_nodes
         if not len(pairs) == len(node_labels) == len(node_spans):
             raise ValueError(
                 f"{len(pairs)} sentence pairs but {len(node_labels)} node label and "
@@ -90,19 +98,31 @@ class TreePairDataset(BaseWrapperDataset):
         return batch
 
     def num_tokens(self, index):
+        if not self.count_nodes:
+            return self.dataset.num_tokens(index)
         return max(self.dataset.src_sizes[index] + self.node_sizes[index],
                    self.dataset.tgt_sizes[index] if self.dataset.tgt_sizes is not None else 0)
 
     def num_tokens_vec(self, indices):
+        if not self.count_nodes:
+            return self.dataset.num_tokens_vec(indices)
         sizes = self.dataset.src_sizes[indices] + self.node_sizes[indices]
         if self.dataset.tgt_sizes is not None:
             sizes = np.maximum(sizes, self.dataset.tgt_sizes[indices])
         return sizes
 
+    @property
+    def counted(self) -> str:
+        """What --max-tokens counts of a sentence, in words."""
+        return "source leaves + nodes (or target tokens)" if self.count_nodes else "source (or target) tokens"
+
     def describe_size(self, index):
         """What --max-tokens compares for sentence ``index``, in words."""
         leaves, nodes = int(self.dataset.src_sizes[index]), int(self.node_sizes[index])
-        text = f"{leaves} leaves + {nodes} nodes = {leaves + nodes} source tokens"
+        if self.count_nodes:
+            text = f"{leaves} leaves + {nodes} nodes = {leaves + nodes} source tokens"
+        else:
+            text = f"{leaves} source tokens (its {nodes} nodes not counted)"
         if self.dataset.tgt_sizes is not None:
             text += f" ({int(self.dataset.tgt_sizes[index])} target tokens)"
         return text
@@ -115,7 +135,7 @@ class TreePairDataset(BaseWrapperDataset):
                 raise ValueError(f"sentence {index}: {self.describe_size(index)} > max_tokens {max_tokens}; "
                                  "filter such sentences first (the task's filter_indices_by_size) or raise "
                                  "--max-tokens")
-        # The wrapped dataset would count its own (leaf-only) tokens.
+        # The wrapped dataset would count its own tokens whatever count_nodes says.
         batches = FairseqDataset.batch_by_size(
             self, indices, max_tokens=max_tokens, max_sentences=max_sentences,
             required_batch_size_multiple=required_batch_size_multiple,

@@ -23,12 +23,24 @@ from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
 
 logger = logging.getLogger(__name__)
 
+BATCH_TOKENS = ("tree", "text")
+
 
 @dataclass
 class TreeTranslationConfig(TranslationConfig):
     """fairseq's translation options; the data-bin must come from tree-fairseq-preprocess.
-    --inference-parser, --subword-format and --subword-label serve raw-text translation
-    (fairseq-interactive)."""
+    --batch-tokens says what --max-tokens counts; --inference-parser, --subword-format and
+    --subword-label serve raw-text translation (fairseq-interactive)."""
+
+    batch_tokens: ChoiceEnum(BATCH_TOKENS) = field(
+        default="tree",
+        metadata={"help": "what a sentence counts toward --max-tokens. tree (default): max(source leaves + "
+                          "nodes, target tokens), since a tree batch's memory and compute grow with its nodes; "
+                          "text: max(source tokens, target tokens), as --task translation counts, so that with "
+                          "the same data-bin, seed and flags the training batches (sentences per update, updates "
+                          "per epoch) are the translation task's exactly; a sentence is then skipped for its "
+                          "text sizes only, and a batch's leaves + nodes may reach about twice --max-tokens"},
+    )
 
     inference_parser: ChoiceEnum(INFERENCE_PARSERS) = field(
         default="stanza",
@@ -111,7 +123,12 @@ class TreeTranslationTask(TranslationTask):
         # evaluates (valid, generate's --gen-subset, fairseq-validate) without: those keep every
         # sentence whatever --required-batch-size-multiple says.
         self.datasets[split] = TreePairDataset(self.datasets[split], labels, spans, self.node_dict,
-                                               keep_every_sentence=not combine)
+                                               keep_every_sentence=not combine, count_nodes=self.count_nodes)
+
+    @property
+    def count_nodes(self) -> bool:
+        """Whether a sentence's nodes count toward --max-tokens (--batch-tokens tree)."""
+        return self.cfg.batch_tokens == "tree"
 
     def get_batch_iterator(self, dataset, max_tokens=None, *args, **kwargs):
         if isinstance(dataset, TreePairDataset):
@@ -121,14 +138,22 @@ class TreeTranslationTask(TranslationTask):
 
     def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
         """fairseq's filter (leaves against --max-source-positions, --max-tokens folded in), then
-        the sentences whose leaves plus nodes exceed --max-tokens, treated as fairseq treats a
-        too-long sentence: skipped and counted (training, --skip-invalid-size-inputs-valid-test),
-        an error otherwise."""
+        the sentences whose count toward --max-tokens (leaves plus nodes with --batch-tokens tree)
+        exceeds it, treated as fairseq treats a too-long sentence: skipped and counted (training,
+        --skip-invalid-size-inputs-valid-test), an error otherwise.
+
+        With --batch-tokens text the second filter counts what fairseq's first one already
+        compared in training, so training keeps exactly the translation task's sentences: one
+        whose leaves plus nodes exceed --max-tokens is trained on, in a batch whose leaves plus
+        nodes then exceed --max-tokens (less than twice: every node spans two words or more, so a
+        sentence has fewer nodes than leaves). In the splits only evaluated (fairseq folds --max-tokens into
+        the first filter for training only), a sentence longer than --max-tokens is skipped or
+        refused here instead of stopping fairseq's batching with an assertion."""
         given = len(indices)
         indices = super().filter_indices_by_size(indices, dataset, max_positions, ignore_invalid_inputs)
         max_tokens = getattr(dataset, "max_tokens", None)
         if not isinstance(dataset, TreePairDataset) or max_tokens is None or len(indices) == 0:
-            return _not_empty(indices, given, max_positions, max_tokens)
+            return _not_empty(indices, given, max_positions, max_tokens, self.count_nodes)
         indices = np.asarray(indices, dtype=np.int64)
         sizes = dataset.num_tokens_vec(indices)
         too_big = indices[sizes > max_tokens]
@@ -139,15 +164,16 @@ class TreeTranslationTask(TranslationTask):
                 f"Size of sample #{too_big[0]} is invalid: {dataset.describe_size(too_big[0])} > --max-tokens "
                 f"{max_tokens}; skip this example with --skip-invalid-size-inputs-valid-test or raise --max-tokens"
             )
-        logger.warning(f"{len(too_big):,} samples have invalid sizes and will be skipped: source leaves + nodes "
-                       f"(or target tokens) > --max-tokens {max_tokens}, first few sample ids={too_big[:10].tolist()}")
-        return _not_empty(indices[sizes <= max_tokens], given, max_positions, max_tokens)
+        logger.warning(f"{len(too_big):,} samples have invalid sizes and will be skipped: {dataset.counted} "
+                       f"> --max-tokens {max_tokens}, first few sample ids={too_big[:10].tolist()}")
+        return _not_empty(indices[sizes <= max_tokens], given, max_positions, max_tokens, self.count_nodes)
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         """Raw-text translation: the sentences (dictionary ids of their BPE pieces) are parsed
         with --inference-parser."""
         return self.inference_trees.dataset(src_tokens, src_lengths, self.target_dictionary,
-                                            constraints=constraints, left_pad_source=self.cfg.left_pad_source)
+                                            constraints=constraints, left_pad_source=self.cfg.left_pad_source,
+                                            count_nodes=self.count_nodes)
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         if "src_node_labels" not in sample["net_input"]:
@@ -171,11 +197,12 @@ def _subword_format(cfg: TreeTranslationConfig, src_dict: Dictionary) -> str:
     return found
 
 
-def _not_empty(indices, given: int, max_positions, max_tokens):
+def _not_empty(indices, given: int, max_positions, max_tokens, count_nodes: bool):
     """``indices``, unless the size filter left none of ``given`` sentences: then one clear line
     (fairseq's batching would fail with an IndexError on the empty list)."""
     if given and len(indices) == 0:
+        counted = ", leaves + nodes on the source side" if count_nodes else ""
         raise SystemExit(f"tree_translation: error: all {given} sentences of the split were skipped as too long "
-                         f"(--max-source-positions/--max-target-positions {max_positions}, --max-tokens {max_tokens}, "
-                         "leaves + nodes on the source side): nothing is left to train or evaluate on; raise the limits")
+                         f"(--max-source-positions/--max-target-positions {max_positions}, --max-tokens {max_tokens}"
+                         f"{counted}): nothing is left to train or evaluate on; raise the limits")
     return indices
