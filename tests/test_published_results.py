@@ -6,6 +6,7 @@ paired bootstrap is that test's)."""
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,26 @@ def test_published_outputs_reproduce_their_scores_and_the_docs(folder):
                 p_values = set(re.findall(r"\b0\.\d{2,3}\b", line))
                 if p_values and all(re.search(name, line) for name in pair):
                     assert {f"{test['p_value']:.2f}", f"{test['p_value']:.3f}"} & p_values, (page, line, test["p_value"])
+
+
+COMPARED = sorted(path.parent for path in (ROOT / "docs" / "results").glob("*/comparison.json"))
+
+
+@pytest.mark.parametrize("folder", COMPARED, ids=[path.name for path in COMPARED])
+def test_published_comparison_over_seeds_is_recomputed_and_quoted(folder, tmp_path):
+    """comparison.json is what tree-fairseq-compare gives on the published files (its own command
+    line, run again), and the page that quotes the folder gives each pair's intervals."""
+    published = json.loads((folder / "comparison.json").read_text())
+    command = shlex.split(published["command"])
+    assert command[0] == "tree-fairseq-compare"
+    subprocess.run([str(Path(sys.executable).parent / command[0]), *command[1:], "--json", str(tmp_path / "c.json")],
+                   cwd=ROOT, check=True, capture_output=True, text=True)
+    again = json.loads((tmp_path / "c.json").read_text())
+    assert again["pairs"] == published["pairs"] and again["systems"] == published["systems"]
+    pages = [path.read_text(encoding="utf-8") for path in (ROOT / "docs").glob("*.md")
+             if f"results/{folder.name}" in path.read_text()]
+    for pair in published["pairs"]:
+        for metric in ("BLEU", "chrF"):
+            low, high = pair[metric]["interval"]
+            quoted = f"{pair[metric]['difference']:+.2f} [{low:+.2f}, {high:+.2f}], {pair[metric]['p']:.4f}"
+            assert any(quoted in page for page in pages), (pair["a"], pair["b"], metric, quoted)

@@ -2,18 +2,18 @@
 # The figures of scores.json from the files beside this script (run it in this folder).
 set -euo pipefail
 cd "$(dirname "$0")"
-sacrebleu ref.de -i transformer.hyp.de -m bleu -w 2 --format json
-sacrebleu ref.de -i tree_transformer.spacy.hyp.de -m bleu -w 2 --format json
-sacrebleu ref.de -i tree_transformer.balanced.hyp.de -m bleu -w 2 --format json
-sacrebleu ref.de -i tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --format json
-sacrebleu ref.de -i tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --format json
-sacrebleu ref.de -i tree_transformer.balanced.fed-spacy.hyp.de -m bleu -w 2 --format json
-sacrebleu ref.de -i tree_transformer.balanced.fed-spacy-shape.hyp.de -m bleu -w 2 --format json
-sacrebleu ref.de -i tree_transformer.left.hyp.de -m bleu -w 2 --format json
-sacrebleu ref.de -i tree_transformer.right.hyp.de -m bleu -w 2 --format json
-sacrebleu ref.de -i tree_transformer.spacy.seed2.hyp.de -m bleu -w 2 --format json
-sacrebleu ref.de -i tree_transformer.balanced.seed2.hyp.de -m bleu -w 2 --format json
-sacrebleu ref.de -i transformer.seed2.hyp.de -m bleu -w 2 --format json
+sacrebleu ref.de -i transformer.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.spacy.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.balanced.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.spacy.fed-balanced.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.balanced.fed-spacy.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.balanced.fed-spacy-shape.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.left.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.right.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.spacy.seed2.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.balanced.seed2.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i transformer.seed2.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
