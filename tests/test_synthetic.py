@@ -163,6 +163,8 @@ def test_score_translations():
     assert 0 < scores["bleu"] < 100
     with pytest.raises(ValueError):
         synthetic.score_translations("T-0\tA B")
+    with pytest.raises(ValueError, match="1 of the 1 references \\(T- lines\\) hold <unk>"):
+        synthetic.score_translations("T-0\tA <<unk>>\nH-0\t-0.1\tA B")
 
 
 def test_cli_rejects_impossible_configs(tmp_path):

@@ -228,7 +228,8 @@ def build_databins(text_dir: str, bin_dir: str, kinds=TREE_KINDS, text_only: boo
 
 def score_translations(generate_output: str) -> dict:
     """Exact match (%) and sacreBLEU of fairseq-generate's output (its ``H-`` and ``T-`` lines):
-    ``{"sentences", "exact_match", "bleu"}``."""
+    ``{"sentences", "exact_match", "bleu"}``. The benchmark's vocabulary is closed, so its ``T-``
+    lines are its test targets exactly; one holding ``<unk>`` is refused."""
     import sacrebleu
 
     hypotheses, references = {}, {}
@@ -243,6 +244,10 @@ def score_translations(generate_output: str) -> dict:
         raise ValueError(f"fairseq-generate output with {len(hypotheses)} hypotheses for {len(references)} references")
     ids = sorted(references)
     hyps, refs = [hypotheses[i] for i in ids], [references[i] for i in ids]
+    unknown = sum("<unk>" in ref for ref in refs)
+    if unknown:  # the benchmark's targets are all in its dictionary: a T- line with <unk> is not the test set
+        raise ValueError(f"{unknown} of the {len(refs)} references (T- lines) hold <unk>: not the benchmark's "
+                         "test set (a data-bin of other data?)")
     exact = sum(h.split() == r.split() for h, r in zip(hyps, refs))
     return {"sentences": len(ids), "exact_match": 100.0 * exact / len(ids),
             "bleu": sacrebleu.corpus_bleu(hyps, [refs]).score}
