@@ -71,7 +71,8 @@ def get_parser() -> argparse.ArgumentParser:
                         help="raw (untokenised) references for sacreBLEU instead of detokenising the tokenised ones")
     parser.add_argument("--allow-unk-reference", action="store_true",
                         help="score against fairseq-generate's T- lines even when some hold <unk> (not the test set)")
-    parser.add_argument("--lang", default="en", help="target language for the Moses detokenizer (default: en)")
+    parser.add_argument("--lang", help="target language for the Moses detokenizer (default: the target language of "
+                        "--data-bin, else en)")
     parser.add_argument("--metrics", nargs="+", choices=METRICS, default=["sacrebleu", "tokbleu"],
                         help="what to compute (default: sacrebleu tokbleu)")
     parser.add_argument("--no-stemmer", action="store_true", help="ROUGE without the Porter stemmer")
@@ -119,6 +120,16 @@ def split_sources(data_bin: str, subset: str) -> list[str]:
     raise ValueError(f"{data_bin}: no split {subset!r} (no {subset}.{src}-{tgt}.{src}.idx)")
 
 
+def target_language(data_bin: str) -> str:
+    """The target language of a fairseq data-bin, from its dictionaries' names."""
+    from fairseq.data import data_utils
+
+    src, tgt = data_utils.infer_language_pair(data_bin.split(":")[0])
+    if src is None:
+        raise ValueError(f"{data_bin}: no dict.*.txt of a language pair: not a fairseq data-bin")
+    return tgt
+
+
 def reference_paths(data_bin: str, subset: str, lang: str) -> tuple[str, str]:
     """Where a data-bin keeps a split's target text: as it was binarised (tokenised, subword
     pieces and all; written by tree-fairseq-preprocess) and untokenised (written by the recipes
@@ -154,10 +165,8 @@ def stored_reference(data_bin: str, subset: str) -> Reference | None:
     them)."""
     import os
 
-    from fairseq.data import data_utils
-
     data_bin = data_bin.split(":")[0]
-    _, tgt = data_utils.infer_language_pair(data_bin)
+    tgt = target_language(data_bin)
     tokenised_path, raw_path = reference_paths(data_bin, subset, tgt)
     if not os.path.exists(tokenised_path):
         return None
@@ -429,6 +438,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--hyp needs --ref")
     cover = None
     try:
+        if args.lang is None:
+            args.lang = target_language(args.data_bin) if args.data_bin else "en"
         if args.generate_output:
             hyps, t_lines = read_generate_output(args.generate_output)
             ids = read_generate_ids(args.generate_output)
