@@ -1,0 +1,180 @@
+"""Parent-scaled self-attention, PASCAL (Bugliarello and Okazaki, ACL 2020, "Enhancing Machine
+Translation with Dependency-Aware Self-Attention", arXiv 1909.03149). docs/methods.md
+(section 6) lists the paper's settings against this code.
+
+What the paper prints. In ``P`` heads of the encoder's first self-attention layer, for the query
+token ``i`` whose dependency parent sits at position ``p_i``, the scaled dot products
+``S_ij = q_i · k_j / sqrt(d)`` are multiplied, elementwise and before the softmax, by a weight
+over the key positions ``j`` centred on the parent::
+
+    w_ij = N(j; p_i, σ²) = exp(-(j - p_i)² / (2σ²)) / sqrt(2πσ²)        (σ² = 1 by default)
+    S'_ij = S_ij · w_ij,        head output = softmax(S') V
+
+The other heads of the layer are standard; there are no new parameters. With subword pieces,
+every piece of a word gets its word's parent, and a parent's position is the middle of its
+word's pieces (the mean of their positions; the first piece as an option); the root is its own
+parent. Options of the paper exposed here: ``P``, ``σ``, which encoder layers, a uniform window
+instead of the Gaussian, and parent-ignoring (a dropout of the parent weighting in training).
+
+Where this module stands:
+
+- positions are a batch's columns, the parents' absolute columns too (the data layer adds each
+  sentence's padding offset), so ``j - p_i`` and every weight are the same whatever the padding
+  (left or right) and whatever else is in the batch. Padded keys get ``-inf`` after the scaling,
+  as in fairseq's attention; a padded query is its own parent (any finite value would do: its
+  output is never read);
+- EOS, which no parser parses, is its own parent (as the root), so its Gaussian peaks on itself;
+- the ``P`` parent-scaled heads are heads ``0 .. P-1`` of the layer (the heads are
+  interchangeable; which ``P`` carry the parents is a labelling choice);
+- the uniform window (:data:`PARENT_WEIGHTS` ``uniform``) is ``w_ij = 1`` where
+  ``|j - p_i| < c + 1`` and 0 elsewhere, ``c`` the window: the ``2c + 1`` keys centred on a
+  parent at a piece, ``2c + 2`` around a parent at the middle of an even number of pieces. It is
+  not normalised (the released code's definition, below);
+- parent-ignoring (:func:`ignore_parents`): in training, each query token of each
+  parent-scaled head, independently with probability ``q``, has its weights replaced by ones
+  (its scores kept as they are, the head standard for that token); none in evaluation. The
+  paper's text could not be read here; this is the granularity of the released code (one draw
+  per row of the weights it builds: per sentence, head and query token).
+
+The released code (github.com/e-bug/pascal, ``fairseq/fairseq/modules/multihead_pascal.py``,
+read for understanding only) departs from the paper where batches hold more than one sentence.
+Its attention rows are laid out sentence-major (``q.view(tgt_len, bsz * num_heads, head_dim)``:
+row ``b·H + h``), while the weights are built per sentence with the ``P`` copies side by side
+(``.repeat(1, num_pascal_heads, 1).view(-1, n, n)``: row ``b·P + h``) and multiplied into the
+*last* ``P·bsz`` rows (``attn_weights[-self.num_pascal_heads*bsz:] *= pascal_weights``). With
+``H = 8``, ``P = 1`` and 16 sentences, the last 16 rows are all 8 heads of sentences 14 and 15,
+row ``r`` scaled with the parents of sentence ``r - 112``: sentence 14's head ``h`` gets
+sentence ``h``'s parents, sentence 15's head ``h`` sentence ``8 + h``'s (its own on its last
+head only), and the other 14 sentences get no parent weighting at all. With one sentence per
+batch (``bsz = 1``) the last ``P`` heads get its own parents, as the paper says. Its encoder
+(``fairseq/fairseq/models/pascal_transformer.py``) reads the parents as numbers from a tag
+dictionary, a tag that is none (EOS, padding) becoming the batch's last column. Its data
+(``fairseq/fairseq/data/tags_language_pair_dataset.py``) collates the sources left-padded
+(``left_pad_source`` defaults to True in its ``tags_translation`` task) and the parents with
+``left_pad=left_pad_target`` (False): right-padded, so in a batch of several lengths a shorter
+sentence's parents are shifted against its tokens by its padding. Its ``unipdf`` builds the
+uniform window as ``|j - p_i| < w + 1`` (followed here).
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+# The weight a parent-scaled head multiplies its scores by: the paper's Gaussian, or a window.
+PARENT_WEIGHTS = ("normal", "uniform")
+# Where a parent word of several pieces sits: the middle of its pieces (their mean position), or its first piece.
+PARENT_POSITIONS = ("middle", "first")
+
+
+def parent_positions(parent_spans: Tensor, position: str = "middle") -> Tensor:
+    """Each token's parent position, ``(B, n)`` float32, from ``parent_spans (B, n, 2)``: the
+    inclusive first and last column of the pieces of the token's parent word (the batch's
+    ``src_parent_spans``). ``middle``: their mean, ``(first + last) / 2`` (the pieces of a word
+    are contiguous); ``first``: the first piece."""
+    if position not in PARENT_POSITIONS:
+        raise ValueError(f"unknown parent position {position!r}; one of {PARENT_POSITIONS}")
+    spans = parent_spans.float()
+    if position == "first":
+        return spans[..., 0]
+    return spans.mean(dim=-1)
+
+
+def parent_weights(parents: Tensor, weight: str = "normal", sigma: float = 1.0, window: int = 1) -> Tensor:
+    """The weights ``w (B, n, n)`` float32 of query ``i`` over key ``j`` for ``parents (B, n)``
+    (each query's parent column): ``normal``, ``N(j; p_i, σ²)`` (``sigma`` = σ); ``uniform``,
+    1 where ``|j - p_i| < window + 1``, else 0."""
+    if weight not in PARENT_WEIGHTS:
+        raise ValueError(f"unknown parent weight {weight!r}; one of {PARENT_WEIGHTS}")
+    columns = torch.arange(parents.size(-1), device=parents.device, dtype=torch.float32)
+    distance = columns - parents.float().unsqueeze(-1)  # (B, n, n): j - p_i
+    if weight == "uniform":
+        return (distance.abs() < window + 1).float()
+    if sigma <= 0:
+        raise ValueError(f"sigma must be positive, not {sigma}")
+    variance = sigma * sigma
+    return torch.exp(-distance.square() / (2 * variance)) / math.sqrt(2 * math.pi * variance)
+
+
+def ignore_parents(weights: Tensor, num_heads: int, probability: float,
+                   generator: torch.Generator | None = None) -> Tensor:
+    """Parent-ignoring: ``weights (B, n, n)`` for ``num_heads`` heads, ``(B, num_heads, n, n)``,
+    where each query row of each head is, with ``probability``, all ones instead (that token's
+    scores are left as they are in that head)."""
+    batch_size, length, _ = weights.shape
+    ignored = torch.rand(batch_size, num_heads, length, device=weights.device, generator=generator) < probability
+    return weights.unsqueeze(1).masked_fill(ignored.unsqueeze(-1), 1.0)
+
+
+class ParentScaledSelfAttention(nn.Module):
+    """Multi-head self-attention whose first ``num_parent_heads`` heads multiply their scaled
+    scores by parent weights (:func:`parent_weights`) before the softmax, followed by ``W^O``
+    (the residual, layer norm and feed-forward belong to the layer).
+
+    q/k/v/out projections, their names and initialisation are fairseq's ``MultiheadAttention``'s
+    (a fairseq transformer layer's state dict loads into it). ``parent_ignoring`` is the
+    probability of :func:`ignore_parents` in training."""
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        num_parent_heads: int,
+        dropout: float = 0.0,
+        parent_ignoring: float = 0.0,
+        bias: bool = True,
+    ):
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+        if not 0 <= num_parent_heads <= num_heads:
+            raise ValueError(f"{num_parent_heads} parent-scaled heads of {num_heads}: between 0 and {num_heads}")
+        if not 0 <= parent_ignoring <= 1:
+            raise ValueError(f"parent-ignoring {parent_ignoring} is not a probability")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.num_parent_heads = num_parent_heads
+        self.head_dim = embed_dim // num_heads
+        self.dropout = dropout
+        self.parent_ignoring = parent_ignoring
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        if self.out_proj.bias is not None:
+            nn.init.zeros_(self.out_proj.bias)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        """``(B, n, H·dh)`` -> ``(B, H, n, dh)``."""
+        return x.view(x.size(0), x.size(1), self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self, x: Tensor, weights: Tensor, padding_mask: Tensor | None = None, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """x: ``(B, n, d)``; weights: ``w (B, n, n)`` of :func:`parent_weights`; padding_mask:
+        ``(B, n)`` bool, True at padding, or None.
+
+        Returns the output ``(B, n, d)`` and, if ``need_weights``, the attention probabilities
+        ``(B, H, n, n)`` before dropout."""
+        batch_size, length, _ = x.shape
+        queries = self._split_heads(self.q_proj(x)) * self.head_dim**-0.5
+        keys, values = self._split_heads(self.k_proj(x)), self._split_heads(self.v_proj(x))
+        scores = (queries @ keys.transpose(-1, -2)).float()  # (B, H, n, n): S = q·k / sqrt(d)
+        parent_heads = self.num_parent_heads
+        if parent_heads:
+            if self.training and self.parent_ignoring > 0:
+                head_weights = ignore_parents(weights, parent_heads, self.parent_ignoring)  # (B, P, n, n)
+            else:
+                head_weights = weights.unsqueeze(1)  # (B, 1, n, n)
+            scores = torch.cat([scores[:, :parent_heads] * head_weights, scores[:, parent_heads:]], dim=1)
+        if padding_mask is not None:
+            # Every query keeps a real key: a batch holds no empty sentence (EOS at least).
+            scores = scores.masked_fill(padding_mask[:, None, None, :], float("-inf"))
+        probs = scores.softmax(dim=-1)
+        attended = F.dropout(probs, p=self.dropout, training=self.training).to(values.dtype) @ values
+        out = self.out_proj(attended.transpose(1, 2).reshape(batch_size, length, self.embed_dim))
+        return out, probs if need_weights else None
