@@ -25,6 +25,12 @@ A word split into several pieces gets a node over them labelled with the
 word's part-of-speech tag, the preterminal of its tree (Nguyen et al., ICLR
 2020, appendix 7.4), or ``@BPE`` when the tree has no preterminals (trivial
 trees); ``--subword-label bpe`` labels them all ``@BPE``.
+
+When every split also has the words' dependency heads, ``{pref}.{heads-suffix}.{src}``
+(tree-fairseq-parse --heads; one line per sentence, the 1-based head of each word, 0 for a
+root), each piece's parent word is added as the ``parents`` stream (the pieces of a word share
+its parent; :mod:`tree_fairseq.data.tree_streams`), which ``--task dependency_translation``
+reads. Heads for some splits only are refused.
 """
 
 import itertools
@@ -34,6 +40,7 @@ import shutil
 import sys
 import tempfile
 from collections import Counter
+from contextlib import nullcontext
 from multiprocessing import Pool
 
 import torch
@@ -46,9 +53,11 @@ from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.cli.score import reference_paths
 from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.data import TreeStreamWriter, node_dictionary_path, tree_stream_prefix
+from tree_fairseq.data.tree_streams import ParentStreamWriter
 from tree_fairseq.trees import (
     SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
 )
+from tree_fairseq.trees.parents import piece_parent_spans, read_heads
 from tree_fairseq.trees.subwords import check_labels
 from tree_fairseq.trees.textio import other_space, utf8_lines
 
@@ -75,6 +84,9 @@ def get_parser():
                        help="label of the node over the pieces of a word split by BPE: pos, the word's "
                        "part-of-speech tag from its tree (@BPE for trees without tags); bpe, always @BPE "
                        "(default: pos)")
+    group.add_argument("--heads-suffix", default="heads",
+                       help="dependency heads, when every split has them, are read from "
+                       "{pref}.{heads-suffix}.{source-lang} and written as each piece's parent (default: heads)")
     group.add_argument("--nodedict", metavar="FP", help="reuse a node-label dictionary")
     group.add_argument("--allow-retokenized-trees", action="store_true",
                        help="accept trees whose leaves spell the text in other tokens (e.g. 'tag.' for 'tag .') "
@@ -104,9 +116,10 @@ def run(args):
 def _run(args):
     splits = _splits(args)
     _check_options(args, splits)
+    with_heads = _with_heads(args, splits)
     for _, prefix in splits:
         _check_line_counts([f"{prefix}.{args.source_lang}", f"{prefix}.{args.target_lang}",
-                            _tree_path(args, prefix)])
+                            _tree_path(args, prefix)] + ([_heads_path(args, prefix)] if with_heads else []))
     destdir = os.path.abspath(args.destdir)
     os.makedirs(os.path.dirname(destdir), exist_ok=True)
     stage = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.partial-", dir=os.path.dirname(destdir))
@@ -116,7 +129,8 @@ def _run(args):
             # Trees first: a bad tree stops the run before fairseq binarises the text.
             node_dict = Dictionary.load(args.nodedict) if args.nodedict else Dictionary()
             for name, prefix in splits:
-                _write_trees(args, name, prefix, node_dict, grow_dictionary=name == "train" and not args.nodedict)
+                _write_trees(args, name, prefix, node_dict, grow_dictionary=name == "train" and not args.nodedict,
+                             with_heads=with_heads)
             node_dict.save(node_dictionary_path(stage, args.source_lang))
             try:
                 fairseq_preprocess.main(args)
@@ -187,6 +201,21 @@ def _tree_path(args, prefix):
     return f"{prefix}.{args.tree_suffix}.{args.source_lang}"
 
 
+def _heads_path(args, prefix):
+    return f"{prefix}.{args.heads_suffix}.{args.source_lang}"
+
+
+def _with_heads(args, splits) -> bool:
+    """Whether the splits have dependency heads: all of them, or none (ValueError for some)."""
+    present = [os.path.exists(_heads_path(args, prefix)) for _, prefix in splits]
+    if any(present) and not all(present):
+        missing = [_heads_path(args, prefix) for (_, prefix), here in zip(splits, present) if not here]
+        found = [_heads_path(args, prefix) for (_, prefix), here in zip(splits, present) if here]
+        raise ValueError(f"dependency heads for some splits only: {', '.join(found)} but no {', '.join(missing)}; "
+                         "give every split its heads (tree-fairseq-parse --heads), or none")
+    return all(present)
+
+
 def _check_line_counts(paths):
     """The files of a split have as many lines, and are UTF-8 (a bad byte is named with its line)."""
     files = [utf8_lines(path) for path in paths]
@@ -202,28 +231,36 @@ def _check_line_counts(paths):
             f.close()
 
 
-def _write_trees(args, split, prefix, node_dict, grow_dictionary):
+def _write_trees(args, split, prefix, node_dict, grow_dictionary, with_heads=False):
     text_path, tree_path = f"{prefix}.{args.source_lang}", _tree_path(args, prefix)
-    writer = TreeStreamWriter(tree_stream_prefix(args.destdir, split, args.source_lang, args.target_lang))
+    stream_prefix = tree_stream_prefix(args.destdir, split, args.source_lang, args.target_lang)
+    writer = TreeStreamWriter(stream_prefix)
+    heads_path = _heads_path(args, prefix) if with_heads else None
+    parent_writer = ParentStreamWriter(stream_prefix) if heads_path else None
     unknown = Counter()
     sentences = nodes = 0
-    with open(text_path, encoding="utf-8") as text, open(tree_path, encoding="utf-8") as trees, \
+    heads_file = open(heads_path, encoding="utf-8") if heads_path else nullcontext(itertools.repeat(None))
+    with open(text_path, encoding="utf-8") as text, open(tree_path, encoding="utf-8") as trees, heads_file as heads, \
             Pool(args.workers) as pool:
-        chunks = _chunks(zip(itertools.count(1), text, trees), text_path, tree_path, args.subword_format,
-                         args.allow_retokenized_trees, args.subword_label)
+        chunks = _chunks(zip(itertools.count(1), text, trees, heads), text_path, tree_path, heads_path,
+                         args.subword_format, args.allow_retokenized_trees, args.subword_label)
         with tqdm(desc=f"trees {split}", unit="sent", total=_count_lines(text_path)) as bar:
             for results in pool.imap(_tree_chunk, chunks):
-                for labels, spans in results:
+                for labels, spans, parent_spans in results:
                     if grow_dictionary:
                         ids = [node_dict.add_symbol(label) for label in labels]
                     else:
                         ids = [node_dict.index(label) for label in labels]
                         unknown.update(label for label, i in zip(labels, ids) if i == node_dict.unk())
                     writer.add(_long(ids), _long(spans))
+                    if parent_writer is not None:
+                        parent_writer.add(_long(parent_spans))
                     nodes += len(labels)
                 sentences += len(results)
                 bar.update(len(results))
     writer.finalize()
+    if parent_writer is not None:
+        parent_writer.finalize()
     logger.info(f"{split}: {sentences} source trees, {nodes} nodes ({nodes / max(sentences, 1):.1f} per sentence), "
                 f"{len(node_dict) - node_dict.nspecial} node labels")
     if unknown:
@@ -231,16 +268,16 @@ def _write_trees(args, split, prefix, node_dict, grow_dictionary):
                        f"{node_dict.unk_word}: {dict(unknown.most_common(10))}")
 
 
-def _chunks(numbered_lines, text_path, tree_path, subword_format, retokenized, subword_label):
+def _chunks(numbered_lines, text_path, tree_path, heads_path, subword_format, retokenized, subword_label):
     while chunk := list(itertools.islice(numbered_lines, _CHUNK_LINES)):
-        yield chunk, text_path, tree_path, subword_format, retokenized, subword_label
+        yield chunk, text_path, tree_path, heads_path, subword_format, retokenized, subword_label
 
 
 def _tree_chunk(job):
-    """Worker: (labels, spans) of each line's tree over its BPE pieces."""
-    chunk, text_path, tree_path, subword_format, retokenized, subword_label = job
+    """Worker: (labels, spans, parent spans or None) of each line's tree and heads over its BPE pieces."""
+    chunk, text_path, tree_path, heads_path, subword_format, retokenized, subword_label = job
     results = []
-    for line_number, text_line, tree_line in chunk:
+    for line_number, text_line, tree_line, heads_line in chunk:
         try:
             tree = parse_tree(tree_line)
             check_labels(tree)
@@ -261,7 +298,14 @@ def _tree_chunk(job):
             # A tab or no-break space inside a word: subword-nmt kept it there, str.split() did not.
             error = other_space(text_line) or error
             raise located(f"{error} (tree: {tree_path}:{line_number})", text_path, line_number) from None
-        results.append(([node.label for node in tree.nodes], [(node.start, node.end) for node in tree.nodes]))
+        parent_spans = None
+        if heads_line is not None:
+            try:
+                parent_spans = piece_parent_spans(read_heads(heads_line), pieces, subword_format)
+            except TreeError as error:
+                raise located(f"{error} (text: {text_path}:{line_number})", heads_path, line_number) from None
+        results.append(([node.label for node in tree.nodes], [(node.start, node.end) for node in tree.nodes],
+                        parent_spans))
     return results
 
 

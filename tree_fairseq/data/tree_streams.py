@@ -6,7 +6,14 @@
   flattened ``(2m,)`` = ``start0, end0, start1, end1, ...``, inclusive leaf
   indices counted from the sentence's first token, nodes bottom-up.
 
-Both are fairseq mmap indexed datasets.
+and, when the source has dependency heads (``{pref}.heads.{src}``):
+
+- ``{split}.{src}-{tgt}.{src}.parents.{bin,idx}``: each piece's parent word, flattened
+  ``(2n,)`` = ``first0, last0, first1, last1, ...``: the inclusive first and last piece of the
+  word that is the parent of piece k's word (its own word for a root), counted from the
+  sentence's first token; EOS has no entry (:mod:`tree_fairseq.trees.parents`).
+
+All are fairseq mmap indexed datasets.
 """
 
 import hashlib
@@ -19,6 +26,7 @@ from fairseq.data import ConcatDataset, Dictionary, ListDataset, data_utils, ind
 
 NODES = "nodes"
 SPANS = "spans"
+PARENTS = "parents"
 
 
 def tree_stream_prefix(data_dir: str, split: str, src: str, tgt: str) -> str:
@@ -113,6 +121,47 @@ def load_tree_streams(data_dir, split, src, tgt, combine=False, upsample_primary
         return labels[0], spans[0]
     ratios = [upsample_primary] + [1] * (len(labels) - 1)
     return ConcatDataset(labels, ratios), ConcatDataset(spans, ratios)
+
+
+class ParentStreamWriter:
+    """Writes the parent spans of one split's pieces, sentence by sentence."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.parents = indexed_dataset.MMapIndexedDatasetBuilder(
+            indexed_dataset.data_file_path(prefix + PARENTS), dtype=np.int32)
+
+    def add(self, parent_spans: torch.Tensor) -> None:
+        self.parents.add_item(parent_spans.reshape(-1))
+
+    def finalize(self) -> None:
+        self.parents.finalize(indexed_dataset.index_file_path(self.prefix + PARENTS))
+
+
+def has_parent_stream(data_dir: str, split: str, src: str, tgt: str) -> bool:
+    return indexed_dataset.dataset_exists(tree_stream_prefix(data_dir, split, src, tgt) + PARENTS, impl="mmap")
+
+
+def load_parent_stream(data_dir, split, src, tgt, combine=False, upsample_primary=1):
+    """The parent spans of a split's pieces, shards concatenated as :func:`load_tree_streams`
+    does; FileNotFoundError when the data-bin has none."""
+    parents = []
+    for k in range(10**6):
+        split_k = split + (str(k) if k > 0 else "")
+        if not has_parent_stream(data_dir, split_k, src, tgt):
+            if k == 0:
+                raise FileNotFoundError(
+                    f"no source parents for split {split!r}: {tree_stream_prefix(data_dir, split, src, tgt)}"
+                    f"{PARENTS}.idx is missing (make the data-bin with tree-fairseq-preprocess and the "
+                    f"dependency heads of the source, {{pref}}.heads.{src})"
+                )
+            break
+        parents.append(_load_stream(tree_stream_prefix(data_dir, split_k, src, tgt) + PARENTS))
+        if not combine:
+            break
+    if len(parents) == 1:
+        return parents[0]
+    return ConcatDataset(parents, [upsample_primary] + [1] * (len(parents) - 1))
 
 
 def _load_stream(path: str):
