@@ -34,9 +34,10 @@ CONTRACT = {
     "constituent_transformer_tiny": [WITH_TREES, TEXT_ONLY],
     "treeformer_tiny": [WITH_TREES, TEXT_ONLY],
 }
-# Models of other tasks: sequence to tree (test_tree_decoder.py), tree to tree (test_tree_to_tree.py)
-# and the masked language model that induces trees (test_induce_trees.py).
-OTHER_TASKS = {"tree_pe_parser_tiny", "tree_pe_tree2tree_tiny", "constituent_encoder_lm_tiny"}
+# Models of other tasks: sequence to tree (test_tree_decoder.py), tree to tree (test_tree_to_tree.py),
+# the masked language model that induces trees (test_induce_trees.py), and PASCAL, whose data-bin also
+# holds dependency parents (test_pascal.py runs these checks on one).
+OTHER_TASKS = {"tree_pe_parser_tiny", "tree_pe_tree2tree_tiny", "constituent_encoder_lm_tiny", "pascal_transformer_tiny"}
 CASES = [(arch, task, databin) for arch, pairs in CONTRACT.items() for task, databin in pairs]
 IDS = [f"{arch}-{task}" for arch, task, _ in CASES]
 
