@@ -9,6 +9,7 @@ install and test commands (``.ci/run`` runs those two, read from the README), an
 machine ``torchrun`` line (it needs machines with GPUs; its flags are checked against torchrun's
 and fairseq's parsers)."""
 
+import json
 import os
 import re
 import subprocess
@@ -17,10 +18,12 @@ import time
 from pathlib import Path
 
 import pytest
+import sacrebleu
 import torch
 from conftest import shared_data
 from fairseq import options
 from helpers import subprocess_env, write_tokenised_corpus
+from sacremoses import MosesDetokenizer
 
 from tree_fairseq.trees import parse_tree, trivial_tree
 
@@ -202,6 +205,24 @@ def test_readme_torchrun(tiny_databin):
     assert (parsed.task, parsed.arch) == ("tree_translation", "tree_transformer_tiny")
 
 
+def check_scored_against_the_test_set(out: Path, databin: Path, test_text: Path) -> None:
+    """scripts/generate.sh's score in ``out`` is against the data-bin's kept test text (not
+    fairseq's T- lines): its sacreBLEU is sacrebleu's own on the detokenised hypotheses and test file."""
+    scores = json.loads((out / "score-test.json").read_text())
+    assert scores["reference"].startswith(f"{databin / 'test.ref.en'} "), scores["reference"]
+    hyps = {}
+    for line in (out / "generate-test.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("H-"):
+            fields = line.split("\t")
+            hyps.setdefault(int(fields[0][2:]), fields[2] if len(fields) > 2 else "")
+    detokenizer = MosesDetokenizer(lang="en")
+    refs = [detokenizer.detokenize(line.split()) for line in test_text.read_text(encoding="utf-8").splitlines()]
+    assert sorted(hyps) == list(range(len(refs)))
+    expected = sacrebleu.corpus_bleu([detokenizer.detokenize(hyps[i].split()) for i in sorted(hyps)], [refs])
+    assert scores["sacrebleu"]["score"] == pytest.approx(expected.score, abs=1e-9)
+    assert scores["sacrebleu"]["details"] == str(expected)  # ref_len too: minutes of training may score 0
+
+
 @pytest.mark.slow
 def test_readme_quickstart_iwslt(tmp_path):
     write_tokenised_corpus(tmp_path / "text")
@@ -212,6 +233,10 @@ def test_readme_quickstart_iwslt(tmp_path):
     for model in ("tree transformer", "transformer"):
         assert re.search(rf"^ +{model} +\S", output, re.M), output
     assert "docs/iwslt_lowres.md" in output  # where the converged scores are
+    for model in ("tree_transformer", "transformer"):
+        check_scored_against_the_test_set(tmp_path / "work" / model / "test",
+                                          tmp_path / "work" / "iwslt14.de-en" / "data-bin" / "de-en",
+                                          tmp_path / "text" / "test.en")
 
 
 @pytest.mark.slow
@@ -269,11 +294,12 @@ def test_readme_benchmark_all(tiny_databin, tmp_path):
 
 
 @pytest.mark.slow
-def test_readme_compare_bleu(tiny_databin, tmp_path):
+def test_readme_compare_bleu(tiny_databin, tiny_corpus, tmp_path):
     command = fill(readme_command("compare_bleu"), {"DATA-BIN OUT 400": f"{tiny_databin} {tmp_path} 2", " ...": ""})
     output = succeeded(bash(command, ROOT))
     for arch, task in (("transformer_iwslt_de_en", "translation"), ("tree_transformer_iwslt_de_en", "tree_translation")):
         assert re.search(rf"^{arch} \({task}\) +2 +sacreBLEU", output, re.M), output
+        check_scored_against_the_test_set(tmp_path / arch, tiny_databin, tiny_corpus / "test.en")
 
 
 # Install and test: .ci/run runs them

@@ -1,0 +1,416 @@
+"""Scores are taken against the test set itself, never against fairseq-generate's ``T-`` lines
+(which print a piece missing from the dictionary as ``<unk>``): tree-fairseq-preprocess keeps each
+split's target text in the data-bin (``SPLIT.ref.TGT``), the download recipes the untokenised test
+set (``SPLIT.ref.raw.TGT``); tree-fairseq-score, scripts/generate.sh and scripts/publish_results.py
+score against them and refuse ``T-`` lines holding ``<unk>`` when nothing else is at hand."""
+
+import io
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import sacrebleu
+from conftest import _pieces, preprocess, write_corpus
+from fairseq.data.data_utils import post_process
+from helpers import subprocess_env, train_and_generate
+from sacremoses import MosesDetokenizer, MosesTokenizer
+
+from tree_fairseq.cli import score
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def detok(lines: list[str], lang: str = "en") -> list[str]:
+    """Moses detokenisation, as the test computes it (sacremoses, not tree_fairseq's wrapper)."""
+    detokenizer = MosesDetokenizer(lang=lang)
+    return [detokenizer.detokenize(line.split()) for line in lines]
+
+
+def corpus_bleu(hyps: list[str], refs: list[str]) -> float:
+    return sacrebleu.corpus_bleu(hyps, [refs]).score
+
+
+def dictionary_words(databin: Path, lang: str = "en") -> set[str]:
+    return {line.split()[0] for line in lines_of(databin / f"dict.{lang}.txt")}
+
+
+def hypotheses(generate_output: str) -> list[str]:
+    """The first H- line of each sentence id of fairseq-generate's output, in id order."""
+    found = {}
+    for line in generate_output.splitlines():
+        if line.startswith("H-"):
+            fields = line.split("\t")
+            found.setdefault(int(fields[0][2:]), fields[2] if len(fields) > 2 else "")
+    return [found[i] for i in sorted(found)]
+
+
+def t_lines(generate_output: str) -> list[str]:
+    found = {int(line.split("\t")[0][2:]): line.split("\t")[1] for line in generate_output.splitlines()
+             if line.startswith("T-")}
+    return [found[i] for i in sorted(found)]
+
+
+# 1. tree-fairseq-preprocess keeps the target text
+
+
+def test_preprocess_keeps_each_splits_target_text(tiny_corpus, tiny_databin):
+    for split in ("train", "valid", "test"):
+        assert (tiny_databin / f"{split}.ref.en").read_bytes() == (tiny_corpus / f"{split}.en").read_bytes(), split
+        assert not (tiny_databin / f"{split}.ref.raw.en").exists()  # no recipe gave it a raw reference
+        assert not (tiny_databin / f"{split}.ref.de").exists()  # the target side only
+    stored = score.stored_reference(str(tiny_databin), "test")
+    assert stored.tokenised == lines_of(tiny_corpus / "test.en") and stored.raw is None
+    assert stored.source.startswith(f"{tiny_databin / 'test.ref.en'} (subword_nmt pieces removed)")
+    assert score.stored_reference(str(tiny_databin), "valid").tokenised == lines_of(tiny_corpus / "valid.en")
+
+
+def test_stored_reference_removes_the_subword_marks(tiny_corpus, tiny_databin, tmp_path):
+    words = lines_of(tiny_corpus / "test.en")
+    # subword-nmt pieces, as fairseq-generate --remove-bpe removes them
+    bpe = tmp_path / "bpe"
+    shutil.copytree(tiny_databin, bpe)
+    pieces = [" ".join(piece for word in line.split() for piece in _pieces(word)) for line in words]
+    assert any("@@ " in line for line in pieces)
+    (bpe / "test.ref.en").write_text("".join(line + "\n" for line in pieces), encoding="utf-8")
+    stored = score.stored_reference(str(bpe), "test")
+    assert stored.tokenised == words == [post_process(line, "subword_nmt") for line in pieces]
+    assert "subword_nmt pieces removed" in stored.source
+    # sentencepiece pieces (the dictionary holds ▁ pieces), as --remove-bpe sentencepiece removes them
+    spm = tmp_path / "spm"
+    shutil.copytree(tiny_databin, spm)
+    with open(spm / "dict.en.txt", "a", encoding="utf-8") as f:
+        f.write("\u2581ka 1\n")
+    spm_pieces = [" ".join("\u2581" + " ".join(part.rstrip("@") for part in _pieces(word)) for word in line.split())
+                  for line in words]
+    assert spm_pieces[0] != words[0] and "@" not in spm_pieces[0]
+    (spm / "test.ref.en").write_text("".join(line + "\n" for line in spm_pieces), encoding="utf-8")
+    stored = score.stored_reference(str(spm), "test")
+    assert stored.tokenised == words == [post_process(line, "sentencepiece") for line in spm_pieces]
+    assert "sentencepiece pieces removed" in stored.source
+
+
+@pytest.mark.parametrize("line, fmt, words", [
+    ("\u2581the \u2581ca t \u2581sat \u2581.", "sentencepiece", "the cat sat ."),
+    ("\u2581a b\u2581c \u2581d", "sentencepiece", "ab c d"),
+    ("the ca@@ t sat .", "subword_nmt", "the cat sat ."),
+    ("ka@@ lo@@ mi ne", "subword_nmt", "kalomi ne"),
+])
+def test_remove_subwords_is_fairseqs_remove_bpe(line, fmt, words):
+    assert score.remove_subwords(line, fmt) == post_process(line, fmt) == words
+
+
+def test_a_data_bin_raw_reference_of_another_length_is_refused(tiny_databin, tmp_path):
+    databin = tmp_path / "bin"
+    shutil.copytree(tiny_databin, databin)
+    (databin / "test.ref.raw.en").write_text("only one line\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"test.ref.raw.en has 1 lines but .*test.ref.en 40: not the same split"):
+        score.stored_reference(str(databin), "test")
+
+
+# 2. tree-fairseq-score against the stored text, on a hand-written fairseq-generate output
+
+
+@pytest.fixture(scope="module")
+def generate_output(tiny_corpus, tiny_databin, tmp_path_factory):
+    """fairseq-generate --remove-bpe output over the tiny test split, written by hand: T- lines as
+    fairseq prints them (a word missing from the dictionary as <<unk>>), hypotheses that are the
+    reference with its first word left out on every other sentence. Returns the path, the
+    hypotheses, the T- lines and the ids of the sentences whose T- line holds <unk>."""
+    sources = [line.replace("@@ ", "") for line in lines_of(tiny_corpus / "test.de")]
+    references = lines_of(tiny_corpus / "test.en")
+    known = dictionary_words(tiny_databin)
+    ts = [" ".join(word if word in known else "<<unk>>" for word in line.split()) for line in references]
+    hyps = [" ".join(line.split()[i % 2:]) for i, line in enumerate(references)]
+    path = tmp_path_factory.mktemp("generate") / "generate-test.txt"
+    order = list(range(len(references)))
+    random.Random(1).shuffle(order)  # batch order, as fairseq-generate prints
+    path.write_text("".join(f"S-{i}\t{sources[i]}\nT-{i}\t{ts[i]}\nH-{i}\t-0.5\t{hyps[i]}\nD-{i}\t-0.5\t{hyps[i]}\n"
+                            for i in order), encoding="utf-8")
+    with_unk = [i for i, line in enumerate(ts) if "<unk>" in line]
+    assert 0 < len(with_unk) < len(ts)  # the tiny test set has words the dictionary lacks, and lines without
+    return path, hyps, ts, with_unk
+
+
+def run_score(capsys, *args) -> str:
+    score.main(["--metrics", "sacrebleu", "tokbleu", *map(str, args)])
+    return capsys.readouterr().out
+
+
+def refusal(*args) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        score.main(["--metrics", "sacrebleu", *map(str, args)])
+    message = str(exit_info.value.code)
+    assert message.startswith("tree-fairseq-score: error: "), message
+    return message
+
+
+def written_score(capsys, tmp_path, *args) -> tuple[dict, str]:
+    out = run_score(capsys, *args, "--json", tmp_path / "score.json")
+    return json.loads((tmp_path / "score.json").read_text()), out
+
+
+def test_score_refuses_t_lines_holding_unk_naming_how_many(generate_output):
+    path, _, ts, with_unk = generate_output
+    # the console script: a non-zero exit and the message
+    result = subprocess.run([BIN / "tree-fairseq-score", "--generate-output", path, "--metrics", "sacrebleu"],
+                            capture_output=True, text=True, env=subprocess_env())
+    assert result.returncode != 0 and not result.stdout
+    assert f"{path}: {len(with_unk)} of the {len(ts)} references (T- lines) hold <unk>" in result.stderr
+    assert "--allow-unk-reference" in result.stderr and "--data-bin" in result.stderr
+
+
+def test_score_against_the_t_lines_only_when_allowed(generate_output, capsys, tmp_path):
+    path, hyps, ts, _ = generate_output
+    results, out = written_score(capsys, tmp_path, "--generate-output", path, "--allow-unk-reference")
+    assert results["sacrebleu"]["score"] == pytest.approx(corpus_bleu(detok(hyps), detok(ts)), abs=1e-9)
+    assert f"reference: the T- lines of {path} (--allow-unk-reference)" in out
+    assert results["reference"] == f"the T- lines of {path} (--allow-unk-reference)"
+
+
+def test_score_with_data_bin_is_against_the_stored_test_text(generate_output, tiny_corpus, tiny_databin, capsys,
+                                                             tmp_path):
+    path, hyps, ts, _ = generate_output
+    test_text = lines_of(tiny_corpus / "test.en")
+    results, out = written_score(capsys, tmp_path, "--generate-output", path, "--data-bin", tiny_databin)
+    expected = corpus_bleu(detok(hyps), detok(test_text))
+    assert results["sacrebleu"]["score"] == pytest.approx(expected, abs=1e-9)
+    assert expected != pytest.approx(corpus_bleu(detok(hyps), detok(ts)), abs=0.01)  # the T- lines would differ
+    assert results["tokbleu"]["score"] == pytest.approx(
+        sacrebleu.corpus_bleu(hyps, [test_text], tokenize="none", force=True).score, abs=1e-9)
+    assert re.search(rf"^reference: {re.escape(str(tiny_databin / 'test.ref.en'))} ", out, re.M), out
+    assert results["reference"].startswith(str(tiny_databin / "test.ref.en"))
+    assert out.splitlines()[-1] == f"sentences scored: 40 of 40 (the test split of {tiny_databin})"
+
+
+def test_a_data_bin_without_its_kept_text_falls_back_to_the_t_lines_and_refuses(generate_output, tiny_corpus,
+                                                                                tiny_databin, capsys, tmp_path):
+    path, hyps, ts, with_unk = generate_output
+    databin = tmp_path / "bin"
+    shutil.copytree(tiny_databin, databin)
+    (databin / "test.ref.en").unlink()
+    message = refusal("--generate-output", path, "--data-bin", databin)
+    assert f"{len(with_unk)} of the {len(ts)} references (T- lines) hold <unk>" in message
+    # --ref FILE: the test set from elsewhere
+    reference = tiny_corpus / "test.en"
+    results, out = written_score(capsys, tmp_path, "--generate-output", path, "--data-bin", databin,
+                                 "--ref", reference)
+    assert f"reference: {reference}\n" in out
+    assert results["sacrebleu"]["score"] == pytest.approx(corpus_bleu(detok(hyps), detok(lines_of(reference))),
+                                                          abs=1e-9)
+    # --ref wins over the data-bin's own text too
+    other = tmp_path / "other.en"
+    other.write_text("".join(" ".join(reversed(line.split())) + "\n" for line in lines_of(reference)))
+    message = refusal("--generate-output", path, "--data-bin", tiny_databin, "--ref", other)
+    assert "the reference of " + str(other) in message
+
+
+def test_a_stored_text_that_is_not_the_t_lines_is_refused_naming_the_sentence(generate_output, tiny_databin,
+                                                                              tmp_path):
+    path, _, _, with_unk = generate_output
+    databin = tmp_path / "bin"
+    shutil.copytree(tiny_databin, databin)
+    stored = lines_of(databin / "test.ref.en")
+    edited = next(i for i in range(len(stored)) if i not in with_unk and len(stored[i].split()) > 1)
+    stored[edited] = " ".join(reversed(stored[edited].split()))
+    (databin / "test.ref.en").write_text("".join(line + "\n" for line in stored), encoding="utf-8")
+    message = refusal("--generate-output", path, "--data-bin", databin)
+    assert f"the T- line of sentence {edited} is " in message
+    assert f"is {stored[edited]!r}: the stored text is not the split that was translated" in message
+
+
+def test_output_without_source_lines_needs_a_stored_reference(generate_output, tiny_databin, capsys, tmp_path):
+    path, hyps, _, _ = generate_output
+    quiet = tmp_path / "generate-quiet.txt"
+    quiet.write_text("".join(line + "\n" for line in lines_of(path) if not line.startswith("S-")))
+    databin = tmp_path / "bin"
+    shutil.copytree(tiny_databin, databin)
+    (databin / "test.ref.en").unlink()
+    message = refusal("--generate-output", quiet, "--data-bin", databin, "--allow-unk-reference")
+    assert f"{quiet} has no S- lines and {databin} test keeps no reference text" in message
+    # the T- lines match the data-bin's kept text: the output is that split's
+    out = run_score(capsys, "--generate-output", quiet, "--data-bin", tiny_databin)
+    assert f"reference: {tiny_databin / 'test.ref.en'}" in out
+
+
+def test_two_runs_concatenated_are_refused(generate_output, tiny_databin, tmp_path):
+    path, _, _, _ = generate_output
+    twice = tmp_path / "generate-twice.txt"
+    twice.write_text(path.read_text() * 2)
+    for extra in ([], ["--data-bin", tiny_databin], ["--allow-unk-reference"]):
+        message = refusal("--generate-output", twice, *extra)
+        assert re.search(r"sentence \d+ has two T- lines: the outputs of two runs concatenated", message), message
+
+
+# 3. End to end: generate.sh and publish_results.py on a data-bin whose test set has unknown pieces
+
+
+@pytest.fixture(scope="module")
+def unk_databin(tmp_path_factory):
+    """The tiny corpus with its target side in subword-nmt pieces too, and in every third test
+    sentence a word of pieces no training sentence has (missing from the dictionary). Returns the
+    text folder and the data-bin."""
+    text = tmp_path_factory.mktemp("unk_corpus")
+    for split, size, seed in (("train", 300, 1), ("valid", 40, 2), ("test", 40, 3)):
+        write_corpus(text, split, size, seed)
+        words = lines_of(text / f"{split}.en")
+        if split == "test":
+            words = [line + (" quixy" if i % 3 == 0 else "") for i, line in enumerate(words)]
+        (text / f"{split}.en").write_text(
+            "".join(" ".join(piece for word in line.split() for piece in _pieces(word)) + "\n" for line in words),
+            encoding="utf-8")
+    return text, preprocess(text, tmp_path_factory.mktemp("unk_databin") / "bin")
+
+
+@pytest.mark.slow
+def test_generate_sh_and_publish_score_against_the_test_set(unk_databin, tmp_path):
+    text, databin = unk_databin
+    assert {"qu@@", "ix@@", "y"} - dictionary_words(databin) == {"qu@@", "ix@@", "y"}
+    save_dir = tmp_path / "ck"
+    train_and_generate(databin, save_dir, "tree_transformer_tiny", "--inference-parser", "balanced", max_update=2,
+                       generate_flags=("--remove-bpe",))
+    env = {**subprocess_env(), "PYTHON": sys.executable, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    out = tmp_path / "out"
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "generate.sh"), str(databin),
+                             str(save_dir / "checkpoint_last.pt"), str(out), "--cpu", "--beam", "2",
+                             "--max-len-a", "0", "--max-len-b", "8"], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    generated = (out / "generate-test.txt").read_text(encoding="utf-8")
+    hyps, ts = hypotheses(generated), t_lines(generated)
+    assert len(hyps) == 40
+    # fairseq's T- lines are not the test set: its unknown pieces print as <unk>
+    assert sum("<unk>" in line for line in ts) == 14
+    test_text = detok([post_process(line, "subword_nmt") for line in lines_of(text / "test.en")])
+    assert sum("quixy" in line for line in test_text) == 14
+    expected = corpus_bleu(detok(hyps), test_text)
+    scores = json.loads((out / "score-test.json").read_text())
+    assert scores["sacrebleu"]["score"] == pytest.approx(expected, abs=1e-9)
+    assert expected > 0 and expected != pytest.approx(corpus_bleu(detok(hyps), detok(ts)), abs=1e-6)
+    assert scores["reference"].startswith(f"{databin / 'test.ref.en'} (subword_nmt pieces removed)")
+    assert f"reference: {databin / 'test.ref.en'}" in (out / "score-test.txt").read_text()
+    # publish_results.py: ref.en is the test set, and the same score
+    published = tmp_path / "published"
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out", str(published),
+                             "--lang", "en", "--data-bin", str(databin), f"model={out / 'generate-test.txt'}"],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert lines_of(published / "ref.en") == test_text
+    assert lines_of(published / "model.hyp.en") == detok(hyps)
+    summary = json.loads((published / "scores.json").read_text())
+    assert summary["systems"]["model"]["score"] == pytest.approx(float(f"{expected:.2f}"), abs=1e-9)
+    assert summary["reference"].startswith(str(databin / "test.ref.en"))
+
+
+# 4. A recipe's download path keeps the raw reference (about 15 s: not marked slow)
+
+TEST_SETS = ["IWSLT14.TED.dev2010", "IWSLT14.TEDX.dev2012", "IWSLT14.TED.tst2010", "IWSLT14.TED.tst2011",
+             "IWSLT14.TED.tst2012"]
+WORDS = ["Haus", "Katze", "gut", "Tag", "Welt", "Zeit", "Mann", "Frau", "Kind", "Weg"]
+EN_WORDS = ["House", "cat", "good", "day", "World", "time", "man", "Woman", "child", "way"]
+
+
+def fake_sentence(rng: random.Random) -> tuple[str, str]:
+    """A German sentence and its English one: as many words, capitals, a comma, an apostrophe, a
+    quote, a full stop (what Moses tokenisation and lowercasing change)."""
+    picks = [rng.randrange(len(WORDS)) for _ in range(rng.randint(2, 6))]
+    de = " ".join(WORDS[i] for i in picks)
+    en = " ".join(EN_WORDS[i] for i in reversed(picks))
+    comma = rng.randrange(len(picks) - 1)
+    en_words = en.split()
+    en_words[comma] += ","
+    de_words = de.split()
+    de_words[comma] += ","
+    if rng.random() < 0.5:
+        return " ".join(de_words) + ".", "It's " + " ".join(en_words) + "."
+    return "\u201e" + " ".join(de_words) + "\u201c.", '"' + " ".join(en_words) + '."'
+
+
+def write_iwslt_archive(archive: Path) -> dict[str, list[str]]:
+    """A small de-en.tgz as IWSLT'14's: train transcripts with their metadata lines and tags, and
+    the five test sets in xml. Returns the test segments of each language, in TEST_SETS order."""
+    rng = random.Random(5)
+    files, segments = {}, {"de": [], "en": []}
+    train = [fake_sentence(rng) for _ in range(80)]
+    for k, lang in enumerate(("de", "en")):
+        lines = []
+        for j, pair in enumerate(train):
+            if j % 20 == 0:
+                lines += [f"<url>http://www.ted.com/talks/{j}</url>", f"<keywords>talks, {j}</keywords>",
+                          f"<talkid>{j}</talkid>", f"<title>Talk {j}</title>",
+                          f"<description>TED talk {j}</description>"]
+            lines.append(pair[k])
+        files[f"de-en/train.tags.de-en.{lang}"] = "".join(line + "\n" for line in lines)
+    for n, stem in enumerate(TEST_SETS):
+        pairs = [fake_sentence(rng) for _ in range(2 + n % 2)]
+        for k, lang in enumerate(("de", "en")):
+            segs = [pair[k] for pair in pairs]
+            segments[lang] += segs
+            files[f"de-en/{stem}.de-en.{lang}.xml"] = (
+                '<?xml version="1.0" encoding="UTF-8"?>\n<mteval>\n'
+                f'<{"srcset" if lang == "de" else "refset"} setid="{stem}" srclang="german" trglang="english">\n'
+                f'<doc docid="{n}" genre="lectures">\n<url>http://www.ted.com/talks/{n}</url>\n'
+                f"<talkid>{n}</talkid>\n<title>Talk {n}</title>\n"
+                + "".join(f'<seg id="{i + 1}"> {seg} </seg>\n' for i, seg in enumerate(segs))
+                + "</doc>\n</srcset>\n</mteval>\n")
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, content in files.items():
+            data = content.encode("utf-8")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return segments
+
+
+def run_iwslt_recipe(work: Path) -> list[str]:
+    result = subprocess.run(
+        ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--work", str(work), "--parser", "balanced",
+         "--bpe-tokens", "30", "--workers", "1", "--directions", "de-en"],
+        capture_output=True, text=True, env={**subprocess_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return [line[4:] for line in result.stdout.splitlines() if line.startswith("==> ")]
+
+
+def test_iwslt_download_path_keeps_the_raw_test_reference(tmp_path):
+    work = tmp_path / "work"
+    (work / "orig").mkdir(parents=True)
+    segments = write_iwslt_archive(work / "orig" / "de-en.tgz")  # download() keeps a file that is there
+    steps = run_iwslt_recipe(work)
+    assert f"have {work / 'orig' / 'de-en.tgz'}" in steps and not any(s.startswith("download") for s in steps)
+    databin = work / "data-bin" / "de-en"
+    raw = [line.lower() for line in segments["en"]]
+    assert len(raw) == 12 and any("it's" in line for line in raw) and any('"' in line for line in raw)
+    assert lines_of(work / "raw" / "test.en") == raw
+    assert lines_of(databin / "test.ref.raw.en") == raw
+    tokenizer = MosesTokenizer(lang="en")
+    tokenised = [tokenizer.tokenize(line, return_str=True, escape=True).lower() for line in segments["en"]]
+    assert any("&apos;s" in line for line in tokenised)
+    assert lines_of(work / "tok" / "test.en") == tokenised
+    assert lines_of(databin / "test.ref.en") == lines_of(work / "bpe" / "test.en")
+    assert any("@@ " in line for line in lines_of(databin / "test.ref.en"))
+    assert [post_process(line, "subword_nmt") for line in lines_of(databin / "test.ref.en")] == tokenised
+    # train and valid (every 23rd train pair) have no raw reference: they come from the transcripts
+    assert not (databin / "valid.ref.raw.en").exists() and not (databin / "train.ref.raw.en").exists()
+    assert lines_of(databin / "valid.ref.en") == lines_of(work / "bpe" / "valid.en")
+    # tree-fairseq-score takes the raw text as sacreBLEU's reference
+    stored = score.stored_reference(str(databin), "test")
+    assert stored.tokenised == tokenised and stored.raw == raw
+    assert stored.source.endswith(f"sacreBLEU against {databin / 'test.ref.raw.en'}")
+    # resumable: a second run skips every step and leaves the data-bin as it was
+    before = {path.name: path.stat().st_mtime_ns for path in databin.iterdir()}
+    steps = run_iwslt_recipe(work)
+    done = [step for step in steps if not step.startswith(("skip", "have", "done", "iwslt14"))]
+    assert done == [], steps
+    assert {"skip extract (done)", "skip tokenize-train (done)", "skip tokenize-test (done)",
+            "skip binarize-de-en (done)"} <= set(steps)
+    assert {path.name: path.stat().st_mtime_ns for path in databin.iterdir()} == before
