@@ -194,6 +194,24 @@ def test_score_with_data_bin_is_against_the_stored_test_text(generate_output, ti
     assert out.splitlines()[-1] == f"sentences scored: 40 of 40 (the test split of {tiny_databin})"
 
 
+def test_lang_defaults_to_the_data_bins_target_language(generate_output, tiny_corpus, tiny_databin, capsys,
+                                                       monkeypatch):
+    path = generate_output[0]
+    assert score.target_language(str(tiny_databin)) == "en"
+    detokenised = []
+    real = score.detokenize
+    monkeypatch.setattr(score, "detokenize", lambda lines, lang: detokenised.append(lang) or real(lines, lang))
+    monkeypatch.setattr(score, "target_language", lambda data_bin: "de")  # as for a data-bin into German
+    run_score(capsys, "--generate-output", path, "--data-bin", tiny_databin, "--ref", tiny_corpus / "test.en")
+    assert detokenised and set(detokenised) == {"de"}
+    detokenised.clear()
+    run_score(capsys, "--generate-output", path, "--data-bin", tiny_databin, "--lang", "fr")
+    assert set(detokenised) == {"fr"}
+    detokenised.clear()
+    run_score(capsys, "--generate-output", path, "--allow-unk-reference")  # no data-bin: English
+    assert set(detokenised) == {"en"}
+
+
 def test_a_data_bin_without_its_kept_text_falls_back_to_the_t_lines_and_refuses(generate_output, tiny_corpus,
                                                                                 tiny_databin, capsys, tmp_path):
     path, hyps, ts, with_unk = generate_output
