@@ -201,15 +201,15 @@ def test_lang_defaults_to_the_data_bins_target_language(generate_output, tiny_co
     detokenised = []
     real = score.detokenize
     monkeypatch.setattr(score, "detokenize", lambda lines, lang: detokenised.append(lang) or real(lines, lang))
-    monkeypatch.setattr(score, "target_language", lambda data_bin: "de")  # as for a data-bin into German
-    run_score(capsys, "--generate-output", path, "--data-bin", tiny_databin, "--ref", tiny_corpus / "test.en")
-    assert detokenised and set(detokenised) == {"de"}
-    detokenised.clear()
     run_score(capsys, "--generate-output", path, "--data-bin", tiny_databin, "--lang", "fr")
     assert set(detokenised) == {"fr"}
     detokenised.clear()
     run_score(capsys, "--generate-output", path, "--allow-unk-reference")  # no data-bin: English
     assert set(detokenised) == {"en"}
+    detokenised.clear()
+    monkeypatch.setattr(score, "target_language", lambda data_bin: "de")  # as for a data-bin into German
+    run_score(capsys, "--generate-output", path, "--data-bin", tiny_databin, "--ref", tiny_corpus / "test.en")
+    assert detokenised and set(detokenised) == {"de"}
 
 
 def test_a_data_bin_without_its_kept_text_falls_back_to_the_t_lines_and_refuses(generate_output, tiny_corpus,
