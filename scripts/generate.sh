@@ -8,6 +8,10 @@
 # --remove-bpe (sentencepiece when the data-bin's pieces are, subword-nmt's @@ otherwise),
 # --required-batch-size-multiple 1 (fairseq's default 8 drops the last len % 8
 # sentences of the split), and writes OUT-DIR/generate-SUBSET.txt, OUT-DIR/score-SUBSET.txt (and .json).
+# The score is taken against the split's own target text, which tree-fairseq-preprocess keeps in the
+# data-bin (SPLIT.ref.LANG, and SPLIT.ref.raw.LANG where a recipe has the untokenised test set), not
+# against fairseq-generate's T- lines, which print a piece missing from the dictionary as <unk>; a
+# data-bin without it is scored only when no T- line holds <unk> (see tree-fairseq-score --help).
 # Flags after OUT-DIR go to fairseq-generate and win over these defaults (e.g. --beam 4
 # --lenpen 0.6 for WMT). Metrics: sacrebleu,
 # tokbleu, compound (WMT en-de), rouge (Gigaword); see tree-fairseq-score --help. --lang is the
