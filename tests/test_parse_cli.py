@@ -2,12 +2,14 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tree_fairseq.cli import parse as parse_cli
 from tree_fairseq.parsing import TrivialParser
 from tree_fairseq.trees import parse_tree, trivial_tree
+from tree_fairseq.trees.bracketed import quoted
 
 TEXT = ["es ist diese pyramide .", "durch die muttermilch .", "ja ?", "&quot; ( das ) &quot; ist &apos;s ."]
 
@@ -162,3 +164,44 @@ def test_console_script_help():
                             capture_output=True, text=True, check=True)
     assert "--parser {stanza,spacy,bracketed,conllu,balanced,left,right}" in result.stdout
     assert "--spacy-model NAME_OR_PATH" in result.stdout and "--dependency-tree-shape {layered,flat}" in result.stdout
+
+
+def test_the_written_trees_read_back_as_parser_output_and_binarise(tmp_path):
+    """A CoNLL-U parse with German STTS tags ($( for brackets and quotes) and tags holding a space or a
+    bracket: the trees written read back to the same tags, as --trees of the bracketed back-end too
+    (the same lines again), and tree-fairseq-preprocess takes them with the tags as they were."""
+    from tree_fairseq.cli import preprocess as preprocess_cli
+    from tree_fairseq.data import load_node_dictionary
+
+    rows = [("er", "PPER", 2), ("sagt", "VVFIN", 0), ("(", "$(", 4), ("ja", "NN SBJ", 2), (")", "N)P", 4),
+            ("&quot;", "$(", 2), (".", "$.", 2)]
+    (tmp_path / "parsed.conllu").write_text("".join(f"{k}\t{w}\t_\tX\t{tag}\t_\t{head}\tdep\t_\t_\n"
+                                                    for k, (w, tag, head) in enumerate(rows, start=1)))
+    (tmp_path / "text").write_text("er sagt ( ja ) &quot; .\n", encoding="utf-8")
+    lines = run(tmp_path, "--parser", "conllu", "--trees", str(tmp_path / "parsed.conllu"))
+    assert parse_tree(lines[0]).tags == tuple(tag for _, tag, _ in rows)
+    (tmp_path / "written").write_text(lines[0] + "\n", encoding="utf-8")
+    assert run(tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / "written")) == lines
+    pieces = "er sa@@ gt ( ja ) &quot; ."
+    for suffix, content in (("de", pieces), ("en", "he says yes ."), ("tree.de", lines[0])):
+        (tmp_path / f"train.{suffix}").write_text(content + "\n", encoding="utf-8")
+    preprocess_cli.main(["--source-lang", "de", "--target-lang", "en", "--trainpref", str(tmp_path / "train"),
+                         "--destdir", str(tmp_path / "bin"), "--workers", "1"])
+    assert "VVFIN" in load_node_dictionary(str(tmp_path / "bin"), "de").symbols  # the tag of sagt, split in two
+
+
+@pytest.mark.parametrize("char, name", [("\t", "U+0009 CHARACTER TABULATION"), ("\u00a0", "U+00A0 NO-BREAK SPACE"),
+                                        ("\x1f", "U+001F INFORMATION SEPARATOR ONE"),
+                                        ("\u202f", "U+202F NARROW NO-BREAK SPACE")])
+def test_whitespace_other_than_the_space_is_named_with_the_fix(tmp_path, char, name):
+    (tmp_path / "text").write_text(f"a b\nes kostet 10{char}000 euro .\n", encoding="utf-8")
+    message = _error(None, tmp_path, "--parser", "balanced")
+    assert (f"{tmp_path / 'text'}:2: {name} at character 13, in {quoted('10' + char + '000')}: tree-fairseq-parse and "
+            "fairseq split tokens there but subword-nmt does not") in message
+    assert "python data-prep/text_tools.py one-line < IN > OUT" in message and "retokeni" not in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text"]
+    # the command named makes the text one that parses
+    result = subprocess.run([sys.executable, "data-prep/text_tools.py", "one-line"], input=(tmp_path / "text").read_bytes(),
+                            capture_output=True, check=True, cwd=Path(__file__).resolve().parents[1])
+    (tmp_path / "text").write_bytes(result.stdout)
+    assert run(tmp_path, "--parser", "balanced")[1] == trivial_tree("es kostet 10 000 euro .".split(), "balanced").to_bracketed()

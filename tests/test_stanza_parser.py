@@ -126,6 +126,29 @@ def test_document_trees_are_over_the_corpus_tokens():
     ]
 
 
+def test_stanza_labels_of_every_character_class_survive_writing_and_reading():
+    """German stanza models tag quotes and brackets $( (STTS); a label may hold any character."""
+    from stanza.models.constituency.parse_tree import Tree as StanzaTree
+
+    from tree_fairseq.trees import parse_tree
+
+    tags = ["$(", "NN SBJ", "a\tb", "N)P", "x\u00a0y", "%", "名詞-普通名詞-一般", "ÄÖ", "$."]
+    words = ["(", "ja", "b", ")", "y", "%", "nein", "ö", "."]
+    stanza_tree = StanzaTree("ROOT", [StanzaTree("S-TPC", [
+        StanzaTree("X Y", [StanzaTree(tag, [StanzaTree(word)]) for tag, word in zip(tags[:4], words[:4])]),
+        *(StanzaTree(tag, [StanzaTree(word)]) for tag, word in zip(tags[4:], words[4:]))])])
+    document = Document([[{"id": (i + 1,), "text": word} for i, word in enumerate(words)]])
+    document.sentences[0].constituency = stanza_tree
+    tokens = "-LRB- ja b -RRB- y % nein ö .".split()
+    tree, = document_trees(document, [tokens], first_line=1, source="text")
+    # stanza's labels are a treebank's: what follows a '-' is a function tag, cut as in bracketed input
+    assert tree.tags == tuple(tag.split("-")[0] for tag in tags) and _spans(tree) == [("X Y", 0, 3), ("S", 0, 8)]
+    line = tree.to_bracketed()
+    assert line.startswith("(S (X%20Y ($%28 -LRB-) (NN%20SBJ ja) (a%09b b) (N%29P -RRB-))")
+    read = parse_tree(line)
+    assert read == tree and read.tags == tree.tags and _spans(read) == _spans(tree)
+
+
 def test_document_trees_name_the_input_line_of_a_mismatch():
     sentences = ["He did n&apos;t say ( much ) .".split(), "Er geht zum Zug .".split()]
     with pytest.raises(TreeError, match="^talk.en:8: tree leaves do not match the tokens"):

@@ -146,9 +146,14 @@ def test_symbols():
     assert parse_symbol("@BPE(12)") == ("@BPE", 12)
     for word in ("cat", "1\\/2", "NP", "-LRB-", ":", "(3)", "X(0)"):
         assert parse_symbol(word) == (word, 0)
-    for label, count in (("NP", 0), ("", 2), ("N P", 2), ("N(P", 2)):
+    for label, count in (("NP", 0), ("", 2)):
         with pytest.raises(TreeError):
             node_symbol(label, count)
+    # labels are escaped as in the bracketed trees, and read back as they were
+    for label in ("N P", "N(P", "$(", "NP-SBJ", "10%"):
+        symbol = node_symbol(label, 2)
+        assert parse_symbol(symbol)[1] == 2 and delinearize([symbol, "a", "b"]).nodes[0].label == label
+    assert node_symbol("$(", 2) == "$%28(2)"
     # words are escaped, never read back as nodes
     tree = Tree(("f(x)", "y"), (Node("S", 0, 1),))
     assert linearize(tree) == ["S(2)", "f-LRB-x-RRB-", "y"]

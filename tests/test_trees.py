@@ -178,6 +178,41 @@ def test_tags_are_written_and_read_back():
         Tree(("a", "b"), (Node("X", 0, 1),), ("DT",)).check()
 
 
+# Every label and tag the writer emits, whatever its characters, reads back as it was: a bracket,
+# whitespace, '%', or a '-' or '=' the reader would cut as a function tag is percent-escaped.
+ODD_LABELS = {
+    "bracket": ["$(", "$)", "N)P", "(", "-("], "space": ["NN SBJ", " "], "tab": ["a\tb"],
+    "other whitespace": ["x\u00a0y", "u\x1fv", "\u3000", "a\u2028b"], "dollar": ["$.", "$,", "PRP$", "$"],
+    "percent": ["%", "10%", "%41", "%zz"], "function-tag marks": ["NP-SBJ", "A=B", "=", "-", "名詞-普通名詞-一般"],
+    "unicode": ["ÄÖÜ", "名詞", "ПРИЛ", "\U0001F600"], "PTB names": ["-LRB-", "-NONE-x"],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ODD_LABELS))
+def test_labels_and_tags_of_every_character_class_survive_writing_and_reading(kind):
+    labels = ODD_LABELS[kind]
+    words = [f"w{i}" for i in range(len(labels) + 1)]
+    nodes = [Node(label, 0, k + 1) for k, label in enumerate(labels)]
+    tree = Tree(tuple(words), tuple(nodes), tuple(labels) + ("NN",))
+    tree.check()
+    line = tree.to_bracketed()
+    assert len(read_bracketed(line)) == 1
+    read = parse_tree(line)
+    assert read == tree and [node.label for node in read.nodes] == [node.label for node in tree.nodes]
+    assert read.tags == tree.tags
+    assert parse_tree(read.to_bracketed()).tags == tree.tags
+
+
+def test_label_escapes_by_example():
+    tree = Tree(("(", "ja", ")"), (Node("NN SBJ", 0, 2),), ("$(", "NP-SBJ", "10%"))
+    assert tree.to_bracketed() == "(NN%20SBJ ($%28 -LRB-) (NP%2DSBJ ja) (10%25 -RRB-))"
+    # what needs no escape is written as it is, so other tools' trees and ours read the same
+    plain = parse_tree("(S (NP (PRP$ his) (NN cat)) (-LRB- -LRB-) ($. .))")
+    assert plain.to_bracketed() == "(S (NP (PRP$ his) (NN cat)) (-LRB- -LRB-) ($. .))"
+    # another treebank's function tags are still cut; a '%' that escapes nothing stays
+    assert parse_tree("(S-TPC (NP-SBJ (%x a) (NN b)) (VB c))").to_bracketed() == "(S (NP (%25x a) (NN b)) (VB c))"
+
+
 def test_alignment_carries_the_tags():
     tree = parse_tree("(S (NP (PRP It)) (VP (VBZ 's) (JJ OK)))")
     assert align(tree, "it &apos;s ok".split()).tags == ("PRP", "VBZ", "JJ")

@@ -1,10 +1,14 @@
 """tree-fairseq-parse: one bracketed tree per line of tokenised text.
 
-Reads ``--input`` (tokenised text, one sentence per line) and writes
+Reads ``--input`` (tokenised text, one sentence per line, tokens separated by spaces) and writes
 ``--output``: line k is the normal-form tree of input line k, whose leaves are
 exactly that line's tokens (brackets inside tokens written -LRB-/-RRB-), each
 under its part-of-speech tag when the parser gives one to every word (stanza,
 tagged bracketed input, the dependency back-ends): ``(S (NP (DT the) (NN cat)) (VBD sat))``.
+A label or tag holding a bracket, whitespace, ``%``, or a ``-`` or ``=`` the reader would take
+for a function tag is percent-escaped (German ``$(`` -> ``$%28``), and read back as it was.
+A line holding other whitespace (tab, no-break space, ...) is refused: subword-nmt would keep it
+inside a word where the trees split there.
 
 ``spacy`` and ``conllu`` give dependency parses; each is turned into phrase structure by head
 projection (``--dependency-tree-shape``, :mod:`tree_fairseq.trees.dependency`). Arcs lifted to
@@ -42,7 +46,7 @@ from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.parsing import ON_FAILURE, PARSERS, check_parser_options, make_parser
 from tree_fairseq.trees import TreeError
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
-from tree_fairseq.trees.textio import utf8_lines
+from tree_fairseq.trees.textio import other_space, utf8_lines
 
 _FINGERPRINT_BLOCK = 1 << 20
 
@@ -185,6 +189,8 @@ def _parse_chunks(parser, args, parts_dir, total) -> None:
             tokens = line.split()
             if not tokens:
                 raise TreeError(f"{args.input}:{line_number}: empty line: no tokens to parse")
+            if problem := other_space(line):
+                raise TreeError(f"{args.input}:{line_number}: {problem}")
             chunk.append(tokens)
             if len(chunk) == args.chunk_size:
                 _parse_chunk(parser, chunk, first_line, args, parts_dir)

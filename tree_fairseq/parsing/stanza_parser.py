@@ -22,6 +22,8 @@ from stanza.resources.common import (DEFAULT_MODEL_DIR, DEFAULT_RESOURCES_URL, g
                                      load_resources_json)
 
 from tree_fairseq.trees import RawTree, Tree, TreeError, align, located, normalize, tree_over_tokens
+from tree_fairseq.trees.bracketed import escape_label
+from tree_fairseq.trees.tree import strip_function_tags
 
 # stanza.download adds mwt for a language that has it; a pipeline over
 # pretokenized text does not, see _load_pipeline.
@@ -102,12 +104,19 @@ def document_trees(document: stanza.Document, sentences: list[list[str]], first_
 
 def raw_tree(tree) -> RawTree:
     """A ``stanza.models.constituency.parse_tree.Tree`` as a :class:`RawTree`
-    (in both, a word is a node without children); iterative, for deep trees."""
-    root = RawTree(tree.label)
+    (in both, a word is a node without children); iterative, for deep trees.
+
+    A RawTree holds its labels as written in brackets, so each of stanza's labels is escaped
+    (:func:`~tree_fairseq.trees.bracketed.escape_label`; German ``$(`` -> ``$%28``) after its
+    function tags are stripped, as they would be from stanza's bracketed output."""
+    def written(node) -> str:
+        return escape_label(strip_function_tags(node.label)) if node.children else node.label
+
+    root = RawTree(written(tree))
     stack = [(tree, root)]
     while stack:
         source, copy = stack.pop()
-        copy.children = [RawTree(child.label) for child in source.children]
+        copy.children = [RawTree(written(child)) for child in source.children]
         stack.extend(zip(source.children, copy.children))
     return root
 

@@ -4,6 +4,14 @@ The reader accepts what real parsers and treebanks write: ``(ROOT ...)`` and
 ``( (S ...) )`` wrappers, function tags, ``-NONE-`` traces, ``-LRB-``/``-RRB-``
 and several trees on one line (a multi-sentence line). It returns the tree as
 written; :mod:`tree_fairseq.trees.tree` turns it into the normal form.
+
+Words and labels are escaped differently. A bracket inside a word is written as PTB writes it
+(``f(x)`` -> ``f-LRB-x-RRB-``), which the alignment to the corpus tokens undoes. A label (a
+phrase label or a part-of-speech tag) is percent-escaped (:func:`escape_label`): German STTS
+tags such as ``$(``, or a CoNLL-U tag holding a space, would otherwise end the label early or
+open a bracket, and a ``-`` or ``=`` inside a label would be taken for the start of a function
+tag and cut off (``NP-SBJ`` -> ``NP``). The reader undoes it (:func:`unescape_label`), so every
+label written comes back as it was.
 """
 
 import re
@@ -13,6 +21,9 @@ _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 # Brackets inside a word would break the format; PTB writes them as these.
 BRACKET_ESCAPES = {"(": "-LRB-", ")": "-RRB-"}
+# One escaped character of a label: ``%`` and the two hex digits of each of its UTF-8 bytes.
+LABEL_ESCAPE = "%"
+_ESCAPED_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
 
 
 class TreeError(ValueError):
@@ -103,6 +114,34 @@ def escape_word(word: str) -> str:
     for bracket, escape in BRACKET_ESCAPES.items():
         word = word.replace(bracket, escape)
     return word
+
+
+def escape_label(label: str) -> str:
+    """``label`` as the tree writer writes it: each character that the reader would not give back
+    written ``%`` + the hex digits of its UTF-8 bytes (``$(`` -> ``$%28``, ``NN SBJ`` ->
+    ``NN%20SBJ``, a no-break space -> ``%C2%A0``). Those are ``%`` itself, the brackets, every
+    whitespace character, and ``-`` and ``=`` unless the label starts with ``-`` (the reader cuts
+    a label at them as at a function tag, except in names such as ``-LRB-``). Other characters,
+    non-ASCII letters included, are written as they are; a label with none of these is unchanged
+    (``NP``, ``PRP$``, ``$.``, ``-LRB-``)."""
+    name = label.startswith("-")
+    return "".join(
+        "".join(f"{LABEL_ESCAPE}{byte:02X}" for byte in char.encode("utf-8"))
+        if char in "%()" or char.isspace() or (char in "-=" and not name) else char
+        for char in label)
+
+
+def unescape_label(written: str) -> str:
+    """The label :func:`escape_label` wrote as ``written``. A ``%`` not followed by hex digits
+    that spell UTF-8 (another tool's label such as ``%`` or ``%Z``) stays as it is."""
+    return _ESCAPED_RUN.sub(_unescaped_run, written) if LABEL_ESCAPE in written else written
+
+
+def _unescaped_run(match: re.Match) -> str:
+    try:
+        return bytes.fromhex(match.group().replace(LABEL_ESCAPE, "")).decode("utf-8")
+    except UnicodeDecodeError:
+        return match.group()
 
 
 def _preview(line: str, limit: int = 80) -> str:

@@ -4,7 +4,8 @@ sequence model emits instead.
 
 A node is written ``LABEL(k)``, ``k >= 1`` its number of children (``NP(3)``); a leaf is written as
 itself and has no children. Words never contain brackets (they are escaped ``-LRB-``/``-RRB-``, as
-in :meth:`Tree.to_bracketed`), so the two never collide. The children of a node are the maximal
+in :meth:`Tree.to_bracketed`), so the two never collide; labels are escaped as there too
+(``$(`` -> ``$%28(2)``), and read back unescaped. The children of a node are the maximal
 nodes and the leaves directly under it, left to right.
 
 Two orders, both fixed by the tree alone:
@@ -25,7 +26,7 @@ Pure Python; no fairseq here.
 import re
 from collections import deque
 
-from tree_fairseq.trees.bracketed import RawTree, TreeError, escape_word, read_bracketed
+from tree_fairseq.trees.bracketed import RawTree, TreeError, escape_label, escape_word, read_bracketed
 from tree_fairseq.trees.tree import Tree, normalize
 
 TREE_ORDERS = ("depth_first", "breadth_first")
@@ -34,10 +35,10 @@ _NODE_SYMBOL = re.compile(r"^([^\s()]+)\(([1-9][0-9]*)\)$")
 
 
 def node_symbol(label: str, num_children: int) -> str:
-    """``LABEL(k)``."""
-    if num_children < 1 or not label or re.search(r"[\s()]", label):
+    """``LABEL(k)``, the label escaped (:func:`~tree_fairseq.trees.bracketed.escape_label`)."""
+    if num_children < 1 or not label:
         raise TreeError(f"cannot write a node {label!r} with {num_children} children as a symbol")
-    return f"{label}({num_children})"
+    return f"{escape_label(label)}({num_children})"
 
 
 def parse_symbol(symbol: str) -> tuple[str, int]:

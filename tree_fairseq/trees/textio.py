@@ -1,13 +1,42 @@
 """Reading the corpus's text files line by line, with a file and line for bytes that are not UTF-8."""
 
+import unicodedata
 from collections.abc import Iterator
 
-from tree_fairseq.trees.bracketed import TreeError
-
+from tree_fairseq.trees.bracketed import TreeError, quoted
 
 # Characters other than LF that Python's readers take for a line break (a text-mode file the CR;
 # str.splitlines() all of them): fairseq-preprocess, subword-nmt and sacremoses would split a line there.
 LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+# Whitespace other than the space and the line breaks (tab, no-break space, U+001F, ...; none is
+# above U+3000): str.split() (fairseq, the tree tools) splits tokens at it, subword-nmt, which splits
+# words at the space only, keeps it inside a word.
+OTHER_SPACES = frozenset(char for char in map(chr, range(0x3000 + 1))
+                         if char.isspace() and char not in LINE_BREAKS + " \n")
+# The names of the control characters among them (unicodedata has none for a control character).
+_CONTROL_NAMES = {"\t": "CHARACTER TABULATION", "\x1f": "INFORMATION SEPARATOR ONE"}
+# What makes such text safe; the recipes run it before tokenising.
+ONE_LINE_COMMAND = "python data-prep/text_tools.py one-line < IN > OUT"
+
+
+def other_space(line: str) -> str | None:
+    """What to say about the first whitespace character inside ``line`` that is not the space (the
+    line break at its end aside), None when there is none: its code point and name, where it is,
+    why it breaks the pipeline, and the fix (the recipes' ``text_tools.py one-line``, which makes
+    every such character a space)."""
+    body = line.rstrip("\r\n")
+    position = next((i for i, char in enumerate(body) if char in OTHER_SPACES), None)
+    if position is None:
+        return None
+    char = body[position]
+    # The word as subword-nmt sees it: from the space before to the space after.
+    start, end = body.rfind(" ", 0, position) + 1, body.find(" ", position)
+    word = body[start:end if end >= 0 else len(body)]
+    name = unicodedata.name(char, _CONTROL_NAMES.get(char, "a whitespace character"))
+    return (f"U+{ord(char):04X} {name} at character {position + 1}, in {quoted(word)}: tree-fairseq-parse and "
+            "fairseq split tokens there but subword-nmt does not, so the trees and the BPE'd text would disagree on "
+            "the words; make every such character a space in the text before it is parsed and BPE'd, as the recipes "
+            f"do: {ONE_LINE_COMMAND}")
 
 
 def utf8_lines(path: str) -> Iterator[str]:

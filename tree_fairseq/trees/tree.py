@@ -16,7 +16,9 @@ output has); trivial trees and bracketed trees without tags have none.
 
 from dataclasses import dataclass, field
 
-from tree_fairseq.trees.bracketed import RawTree, TreeError, escape_word, read_bracketed
+from tree_fairseq.trees.bracketed import (
+    RawTree, TreeError, escape_label, escape_word, read_bracketed, unescape_label,
+)
 
 # Labels that only wrap a tree: dropped whenever a real label covers the same span.
 WRAPPER_LABELS = frozenset({"", "ROOT", "TOP", "VROOT"})
@@ -71,11 +73,13 @@ class Tree:
                     raise TreeError(f"crossing spans {(s1, e1)} and {(s2, e2)}")
 
     def to_bracketed(self, tags: bool = True) -> str:
-        """One line of PTB brackets; brackets inside words are escaped as -LRB-/-RRB-. With
-        ``tags`` (and tags to write) every word is written under its preterminal, ``(NN cat)``."""
+        """One line of PTB brackets; brackets inside words are escaped as -LRB-/-RRB-, labels and
+        tags as :func:`~tree_fairseq.trees.bracketed.escape_label` says (``$(`` -> ``$%28``), so that
+        :func:`parse_tree` gives back this tree, labels and tags included. With ``tags`` (and tags to
+        write) every word is written under its preterminal, ``(NN cat)``."""
         leaves = [escape_word(w) for w in self.leaves]
         if tags and self.tags is not None:
-            leaves = [f"({tag} {leaf})" for tag, leaf in zip(self.tags, leaves)]
+            leaves = [f"({escape_label(tag)} {leaf})" for tag, leaf in zip(self.tags, leaves)]
         if not self.nodes:
             return "(" + ROOT_LABEL + " " + " ".join(leaves) + ")"
         # Top-down, left to right: spans sorted by (start, -end).
@@ -88,7 +92,7 @@ class Tree:
                 position = _close(parts, open_ends, position, leaves)
             parts.extend(leaves[position:node.start])
             position = node.start
-            parts.append("(" + node.label)
+            parts.append("(" + escape_label(node.label))
             open_ends.append(node.end)
         while open_ends:
             position = _close(parts, open_ends, position, leaves)
@@ -109,7 +113,9 @@ def normalize(trees: list[RawTree]) -> Tree:
     (``NP-SBJ-1`` -> ``NP``), drops preterminals (keeping their labels as the
     tree's ``tags`` when every word has one), removes nodes over one leaf,
     collapses unary chains keeping the uppermost non-wrapper label of each
-    span, and adds a ``ROOT`` over several trees on one line.
+    span, and adds a ``ROOT`` over several trees on one line. Labels and tags
+    are read as written (function tags are stripped before the label's escapes
+    are undone, :func:`~tree_fairseq.trees.bracketed.unescape_label`).
 
     A preterminal is a node whose only child is a word and whose label is not
     a wrapper (``ROOT``, ``TOP``, ...).
@@ -133,7 +139,7 @@ def normalize(trees: list[RawTree]) -> Tree:
         if start is None:
             start = len(leaves)
             if len(tree.children) == 1 and tree.children[0].is_word:
-                tag = strip_function_tags(tree.label)
+                tag = unescape_label(strip_function_tags(tree.label))
                 if tag not in WRAPPER_LABELS:
                     tag_of_leaf[start] = tag
             stack.append((tree, start))
@@ -141,7 +147,7 @@ def normalize(trees: list[RawTree]) -> Tree:
             continue
         span = (start, len(leaves) - 1)
         if span[1] > span[0]:
-            label = strip_function_tags(tree.label)
+            label = unescape_label(strip_function_tags(tree.label))
             # Visited bottom-up, so a later label on the same span is the upper one.
             if span not in label_of_span or label not in WRAPPER_LABELS:
                 label_of_span[span] = label
