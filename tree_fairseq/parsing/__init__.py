@@ -19,7 +19,7 @@ from typing import Protocol
 from tree_fairseq.trees import (
     TRIVIAL_SHAPES, Tree, TreeError, align, located, parse_tree, tree_over_tokens, trivial_tree,
 )
-from tree_fairseq.trees.conllu import conllu_blocks, read_conllu_sentence
+from tree_fairseq.trees.conllu import NotASentence, conllu_blocks, read_conllu_sentence
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES, DependencyParse, dependency_tree
 from tree_fairseq.trees.textio import utf8_lines
 
@@ -150,7 +150,9 @@ class ConlluParser:
     """Reads a dependency parser's CoNLL-U output (:mod:`tree_fairseq.trees.conllu`), block
     ``k`` of ``trees_path`` for input line ``k``, and converts each parse to phrase structure.
     A block without words or not well-formed is a failure (:class:`Failures`); a block over
-    other words than its line stays an error (the files do not belong together)."""
+    other words than its line stays an error (the files do not belong together), and so does a
+    block of comments that is no sentence (a document's header): a trivial tree in its place
+    would pair every later block with the wrong input line."""
 
     def __init__(self, trees_path: str, shape: str = "layered", on_failure: str = "error"):
         self.trees_path = trees_path
@@ -173,10 +175,15 @@ class ConlluParser:
             where = f"sentence block {self._next_block - 1} (input: {source}:{line})"
 
             def locate(error, where=where, block_line=block_line):
-                return located(f"{where}: {error}", self.trees_path, block_line)
+                return located(f"{where}: {error}", self.trees_path, getattr(error, "line", block_line))
 
             try:
-                sentence = read_conllu_sentence(lines)
+                sentence = read_conllu_sentence(lines, block_line)
+            except NotASentence as error:
+                raise locate(f"{error}; from here on the blocks and the input lines no longer pair up (--on-failure "
+                             f"would give input line {line} a trivial tree and read block {self._next_block}, "
+                             f"presumably that line's sentence, for input line {line + 1}, and so on): remove the "
+                             "block, or move its comments into the next sentence's block") from None
             except TreeError as error:
                 trees.append(self.failures.fallback(tokens, locate(error), line))
                 continue

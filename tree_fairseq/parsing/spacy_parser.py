@@ -54,9 +54,22 @@ class SpacyParser:
                    sent_starts=[True] + [False] * (len(tokens) - 1))
 
 
+# What the pipeline is tried on when loaded: whether its components give words a part of speech.
+_PROBE_WORDS = ("1", ",", "2", ".")
+
+
 def load_pipeline(model: str) -> "spacy.Language":
     """The pipeline ``model`` (package name or directory) without :data:`UNUSED_COMPONENTS`;
-    ValueError when it is not installed or has no dependency parser."""
+    ValueError when it is not installed, has no dependency parser, or gives its words no part of
+    speech.
+
+    The last is refused rather than warned about. The phrase labels come from the heads' parts
+    of speech and the preterminals from the tags, so a pipeline whose tagging components were
+    left out (a morphologizer, or a tagger and the attribute_ruler that maps its tags to parts of
+    speech) labels every phrase ``XP`` and every word ``X``: trees that pass every later check,
+    binarise and train, with nothing to tell their data-bin from a good one afterwards, and a
+    warning would scroll by in a parse of hours. The remedy costs nothing: load the pipeline with
+    its tagging components (a pipeline package has them; do not exclude or disable them)."""
     try:
         nlp = spacy.load(model, exclude=list(UNUSED_COMPONENTS))
     except OSError as error:
@@ -68,4 +81,16 @@ def load_pipeline(model: str) -> "spacy.Language":
     if "parser" not in nlp.pipe_names:
         raise ValueError(f"the spaCy pipeline {model!r} has no dependency parser (its components: "
                          f"{', '.join(nlp.pipe_names)})")
+    probe = nlp(Doc(nlp.vocab, words=list(_PROBE_WORDS)))
+    if not any(token.pos_ for token in probe):
+        if any(token.tag_ for token in probe):
+            missing = "its tags are not mapped to parts of speech (no attribute_ruler, or one without the mapping)"
+        else:
+            missing = "it has no morphologizer, and no tagger with an attribute_ruler to map its tags to them"
+        disabled = f"; disabled: {', '.join(nlp.disabled)}" if nlp.disabled else ""
+        raise ValueError(
+            f"the spaCy pipeline {model!r} gives its words no part of speech, the source of the trees' labels: "
+            f"{missing} (its components: {', '.join(nlp.pipe_names)}{disabled}), so every phrase would be "
+            "labelled XP and every word X. Use the pipeline with its tagging components (morphologizer, or "
+            "tagger and attribute_ruler): its package has them; do not exclude or disable them")
     return nlp
