@@ -35,8 +35,9 @@ def test_text_part_is_what_fairseq_preprocess_writes(tiny_corpus, tiny_databin, 
 
 
 def load_task(databin, **overrides):
-    cfg = TreeTranslationConfig(data=str(databin), source_lang="de", target_lang="en", dataset_impl="mmap",
-                                required_seq_len_multiple=1, **overrides)
+    overrides = {"dataset_impl": "mmap", **overrides}
+    cfg = TreeTranslationConfig(data=str(databin), source_lang="de", target_lang="en", required_seq_len_multiple=1,
+                                **overrides)
     task = TreeTranslationTask.setup_task(cfg)
     task.load_dataset("valid")
     return task
@@ -103,6 +104,21 @@ def test_too_long_sentences_get_fairseqs_usual_treatment(tiny_databin, caplog):
 def test_truncate_source_is_refused(tiny_databin):
     with pytest.raises(ValueError, match="truncate-source"):
         load_task(tiny_databin, truncate_source=True)
+
+
+def test_dataset_impl_cached_trains_and_generates(tiny_corpus, tiny_databin, tmp_path):
+    """fairseq reads a first batch (the trainer's dummy batch) before it prefetches into --dataset-impl
+    cached's cache: without the task filling it, KeyError. fairseq also guesses cached for a data-bin
+    binarised with lazy or cached when no --dataset-impl is given (generation below)."""
+    databin = preprocess(tiny_corpus, tmp_path / "bin", "--dataset-impl", "cached")
+    cached, mmap = load_task(databin, dataset_impl="cached"), load_task(tiny_databin)
+    for i in range(len(mmap.dataset("valid"))):
+        expected, got = mmap.dataset("valid")[i], cached.dataset("valid")[i]
+        assert expected.keys() == got.keys() and expected["id"] == got["id"] == i
+        assert all(torch.equal(got[key], expected[key]) for key in expected if key != "id")
+    output = train_and_generate(databin, tmp_path / "ck", "tree_transformer_tiny", "--dataset-impl", "cached",
+                                max_update=2)
+    assert len([line for line in output.splitlines() if line.startswith("H-")]) == 40
 
 
 def _broken_corpus(tiny_corpus, tmp_path, name, line_number, replacement):
@@ -214,6 +230,19 @@ def test_ptb_escapes_are_not_other_tokens(tiny_corpus, tmp_path):
 def test_unicode_normal_forms_that_differ_are_named(tiny_corpus, tmp_path):
     corpus = _corpus_with_valid_line(tiny_corpus, tmp_path, "caf\u00e9 mi", "(S (NP cafe\u0301) (VP mi))")
     assert "differ only in their Unicode normal form (NFC vs NFD)" in _preprocess_error(corpus, tmp_path / "bin")
+
+
+@pytest.mark.parametrize("char, name", [("\u00a0", "U+00A0 NO-BREAK SPACE"), ("\t", "U+0009 CHARACTER TABULATION"),
+                                        ("\x1f", "U+001F INFORMATION SEPARATOR ONE")])
+def test_whitespace_inside_a_word_is_named_with_the_fix_not_retokenised_trees(tiny_corpus, tmp_path, char, name):
+    # The tokens 10<NBSP>000 parsed as 10 and 000 (str.split()); subword-nmt kept one word, whose pieces
+    # str.split() joins again into 10000.
+    corpus = _corpus_with_valid_line(tiny_corpus, tmp_path, f"ka 10@@ {char}000 mi", "(S ka (NP 10 000) mi)")
+    message = _preprocess_error(corpus, tmp_path / "bin")
+    assert (f"valid.de:2: {name} at character 9, in '<U+{ord(char):04X}>000': tree-fairseq-parse and fairseq "
+            "split tokens there but subword-nmt does not") in message, message
+    assert "python data-prep/text_tools.py one-line < IN > OUT" in message
+    assert "re-tokenised" not in message and "retokenized" not in message
 
 
 def test_sentencepiece_text_needs_its_format(tiny_corpus, tmp_path):

@@ -115,6 +115,10 @@ class TreeTranslationTask(TranslationTask):
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        if self.datasets[split].supports_prefetch:
+            # --dataset-impl cached (also fairseq's guess for a data-bin binarised with lazy or cached) reads
+            # from a cache only prefetch fills, and fairseq reads a first batch before it prefetches: fill it now.
+            self.datasets[split].prefetch(np.arange(len(self.datasets[split])))
         paths = utils.split_paths(self.cfg.data)
         data_dir = paths[(epoch - 1) % len(paths)]
         labels, spans = load_tree_streams(data_dir, split, self.cfg.source_lang, self.cfg.target_lang,
