@@ -452,6 +452,65 @@ def test_config_overrides():
         config_args.load_config(str(ROOT / "configs" / "iwslt_tree_transformer.yaml"), ["lr=1"])
 
 
+def _booleans_true_by_default():
+    """``(group, _name, key)`` of every boolean of fairseq and the plugin that defaults to true and that a
+    config here could set: the fields of fairseq's plain groups, of the translation task and the plugin's,
+    of every criterion, optimizer and learning-rate scheduler, and of the models the configs and the plugin
+    name (``_name`` None for a plain group)."""
+    import argparse
+    import dataclasses
+
+    from fairseq import models, registry, tasks
+    from fairseq.dataclass.configs import FairseqConfig
+
+    def true_by_default(dataclass):
+        if not dataclasses.is_dataclass(dataclass):  # a group or name fairseq gives no fields (model, task)
+            return []
+        return [field.name for field in dataclasses.fields(dataclass) if field.default is True]
+
+    found = [(field.name, None, key) for field in dataclasses.fields(FairseqConfig) if field.name != "_name"
+             for key in true_by_default(field.type)]
+    found += [("task", name, key) for name, dataclass in tasks.TASK_DATACLASS_REGISTRY.items()
+              if name == "translation" or tasks.TASK_REGISTRY[name].__module__.startswith("tree_fairseq")
+              for key in true_by_default(dataclass)]
+    found += [(group, name, key) for group in ("criterion", "optimizer", "lr_scheduler")
+              for name, dataclass in registry.REGISTRIES[group]["dataclass_registry"].items()
+              for key in true_by_default(dataclass)]
+    names = {yaml.safe_load(path.read_text())["model"]["_name"] for path in (ROOT / "configs").glob("*.yaml")}
+    names |= {name for name, cls in models.ARCH_MODEL_REGISTRY.items() if cls.__module__.startswith("tree_fairseq")}
+    for name in sorted(names):
+        model = models.ARCH_MODEL_NAME_REGISTRY.get(name, name)  # an architecture: its model
+        if model in models.MODEL_DATACLASS_REGISTRY:
+            found += [("model", name, key) for key in true_by_default(models.MODEL_DATACLASS_REGISTRY[model])]
+        else:
+            parser = argparse.ArgumentParser(add_help=False)
+            models.MODEL_REGISTRY[model].add_args(parser)
+            found += [("model", name, action.dest) for action in parser._actions
+                      if isinstance(action, argparse._StoreFalseAction)]
+    return sorted(set(found), key=str)
+
+
+def test_every_boolean_true_by_default_reaches_fairseq_train_as_set(tiny_databin):
+    """``false`` for a key whose default is true is fairseq-train's bare flag (its store_false), ``true``
+    no flag: each comes out of fairseq's own parser as the config says."""
+    booleans = _booleans_true_by_default()
+    assert ("task", "tree_translation", "left_pad_source") in booleans and ("task", "translation", "left_pad_source") in booleans
+    for group, name, key in booleans:
+        for value in (False, True):
+            config = {"task": {"_name": "tree_translation", "data": str(tiny_databin)},
+                      "model": {"_name": "tree_transformer_tiny"}, "common": {"user_dir": USER_DIR}}
+            config.setdefault(group, {}).update({"_name": name} if name else {})
+            config[group][key] = value
+            flags = config_args.config_to_args(config)
+            assert (f"--{key.replace('_', '-')}" in flags) == (not value), (group, name, key, value, flags)
+            args = options.parse_args_and_arch(options.get_training_parser(), flags)
+            assert getattr(args, key) is value, (group, name, key, value, flags)
+    # the other booleans keep their meaning: true is the flag, false is none
+    flags = config_args.config_to_args({"task": {"_name": "tree_translation", "left_pad_target": True},
+                                        "checkpoint": {"no_epoch_checkpoints": False}})
+    assert "--left-pad-target" in flags and "--no-epoch-checkpoints" not in flags
+
+
 def test_average_checkpoints_picks_the_last_n(tmp_path):
     for name in ("checkpoint1.pt", "checkpoint2.pt", "checkpoint10.pt", "checkpoint_best.pt", "checkpoint_last.pt",
                  "checkpoint_2_900.pt", "checkpoint_3_1000.pt", "checkpoint_3_1100.pt"):

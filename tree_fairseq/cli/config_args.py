@@ -7,8 +7,10 @@ fairseq-hydra-train's command line (``task.eval_bleu=false``, ``model._name=tree
 The mapping is fairseq's own: ``KEY`` of any group becomes ``--key-with-dashes``; the ``_name`` of
 ``task``, ``model``, ``criterion``, ``optimizer``, ``lr_scheduler`` ... becomes ``--task``,
 ``--arch``, ``--criterion``, ``--optimizer``, ``--lr-scheduler``; ``task.data`` is the positional
-data directory; ``true`` is a bare flag, ``false`` and ``null`` leave fairseq's default (all
-booleans of fairseq-train default to false); lists are joined with commas (``lr: [0.0005]``).
+data directory; a boolean is a bare flag when it differs from that key's default in fairseq (most
+default to false, so ``true`` is ``--flag``; ``task.left_pad_source`` defaults to true, and fairseq's
+``--left-pad-source`` sets it false), nothing when it is the default; ``null`` leaves fairseq's
+default; lists are joined with commas (``lr: [0.0005]``).
 The ``hydra`` group only concerns fairseq-hydra-train and is skipped. A group or key fairseq does
 not know is refused, with the closest known key (``--check`` only checks, for fairseq-hydra-train).
 """
@@ -36,15 +38,40 @@ def load_config(path: str, overrides: list[str] = ()) -> dict:
     return config
 
 
-def check_config(config: dict, path: str) -> None:
+def check_config(config: dict, path: str) -> dict[tuple[str, str], object]:
     """ValueError for a group or key that fairseq does not know: a misspelt key would otherwise be
     dropped by fairseq-hydra-train, or taken by fairseq-train's argparse as the abbreviation of
     another flag (``dropou`` for ``dropout``), and the run would train something else with exit 0.
+    Returns fairseq's default of each key it knows, ``{(group, key): default}``.
 
     Groups are fairseq's config groups; keys of ``common``, ``dataset``, ``optimization``, ...
     are their dataclass's fields, and keys of ``model``, ``task``, ``criterion``, ``optimizer``,
     ``lr_scheduler``, ``bpe``, ``tokenizer`` and ``scoring`` the fields of the dataclass their
     ``_name`` registers (plugin models and tasks included: the plugin is imported first)."""
+    defaults = {}
+    for group, values, known, where in _groups(config, path, strict=True):
+        unknown = sorted(set(values) - set(known) - {"_name"})
+        if unknown:
+            keys = set(known) | {"_name"}
+            close = {key: difflib.get_close_matches(key, keys, n=1) for key in unknown}
+            hints = ", ".join(f"{key!r}" + (f" (did you mean {close[key][0]!r}?)" if close[key] else "")
+                              for key in unknown)
+            raise ValueError(f"{path}: {where} has no key {hints}")
+        defaults.update(((group, key), default) for key, default in known.items())
+    return defaults
+
+
+def fairseq_defaults(config: dict) -> dict[tuple[str, str], object]:
+    """fairseq's default of each key of ``config`` it knows, ``{(group, key): default}`` (a group or
+    ``_name`` fairseq cannot describe is left out: :func:`check_config` says so)."""
+    return {(group, key): default for group, _, known, _ in _groups(config, "config", strict=False)
+            for key, default in known.items()}
+
+
+def _groups(config: dict, path: str, strict: bool):
+    """``(group, values, {key: default} of the keys fairseq knows there, where)`` for each group of
+    ``config`` whose keys fairseq can describe; a group fairseq does not know is a ValueError when
+    ``strict``, left out otherwise."""
     import dataclasses
 
     import tree_fairseq
@@ -54,6 +81,7 @@ def check_config(config: dict, path: str) -> None:
     from fairseq.dataclass.configs import FairseqConfig
 
     groups = {field.name: field.type for field in dataclasses.fields(FairseqConfig) if field.name != "_name"}
+
     def keys_of(dataclass_registry):
         return lambda name: _fields(dataclass_registry[name]) if name in dataclass_registry else None
 
@@ -63,6 +91,8 @@ def check_config(config: dict, path: str) -> None:
         if group in SKIPPED_GROUPS:
             continue
         if group not in groups:
+            if not strict:
+                continue
             raise ValueError(f"{path}: unknown group {group!r}; fairseq's groups: {', '.join(sorted(groups))}")
         if not isinstance(values, dict):
             continue
@@ -71,21 +101,14 @@ def check_config(config: dict, path: str) -> None:
             known = named[group](name) if name else None
             if known is None:
                 continue  # no name, or a name fairseq cannot describe: fairseq itself says what it lacks
-            where = f"{group} {name!r}"
+            yield group, values, known, f"{group} {name!r}"
         else:
-            known, where = _fields(groups[group]), f"group {group!r}"
-        known = known | {"_name"}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            close = {key: difflib.get_close_matches(key, known, n=1) for key in unknown}
-            hints = ", ".join(f"{key!r}" + (f" (did you mean {close[key][0]!r}?)" if close[key] else "")
-                              for key in unknown)
-            raise ValueError(f"{path}: {where} has no key {hints}")
+            yield group, values, _fields(groups[group]), f"group {group!r}"
 
 
-def _model_keys(name: str) -> set[str] | None:
-    """The options of a model (or architecture) name: its dataclass's fields, or what its
-    ``add_args`` declares (fairseq's transformer and the plugin's models declare them so)."""
+def _model_keys(name: str) -> dict[str, object] | None:
+    """The options of a model (or architecture) name with their defaults: its dataclass's fields,
+    or what its ``add_args`` declares (fairseq's transformer and the plugin's models declare them so)."""
     import argparse
 
     from fairseq import models
@@ -97,17 +120,32 @@ def _model_keys(name: str) -> set[str] | None:
         return None
     parser = argparse.ArgumentParser(add_help=False)
     models.MODEL_REGISTRY[name].add_args(parser)
-    return {action.dest for action in parser._actions}
+    # add_args may leave a flag's default out (fairseq fills it in later); a store_false flag's is true
+    return {action.dest: True if isinstance(action, argparse._StoreFalseAction) else action.default
+            for action in parser._actions}
 
 
-def _fields(dataclass) -> set[str]:
+def _fields(dataclass) -> dict[str, object]:
+    """Each field of ``dataclass`` with its default (None where it has none of its own)."""
     import dataclasses
 
-    return {field.name for field in dataclasses.fields(dataclass)}
+    def default(field):
+        if field.default is not dataclasses.MISSING:
+            return field.default
+        if field.default_factory is not dataclasses.MISSING:
+            return field.default_factory()
+        return None
+
+    return {field.name: default(field) for field in dataclasses.fields(dataclass)}
 
 
-def config_to_args(config: dict) -> list[str]:
-    """fairseq-train's argument list for ``config`` (the data directory first, when set)."""
+def config_to_args(config: dict, defaults: dict[tuple[str, str], object] | None = None) -> list[str]:
+    """fairseq-train's argument list for ``config`` (the data directory first, when set). A boolean
+    is given as a bare flag exactly when it differs from the key's default in fairseq (``defaults``,
+    as :func:`check_config` returns them; looked up when not given): fairseq-train makes the flag of
+    a key whose default is true a ``store_false`` (``--left-pad-source`` sets it false)."""
+    if defaults is None:
+        defaults = fairseq_defaults(config)
     args: list[str] = []
     data = (config.get("task") or {}).get("data")
     if data not in (None, MISSING):
@@ -124,10 +162,11 @@ def config_to_args(config: dict) -> list[str]:
                 args += [NAME_FLAGS.get(group, "--" + group.replace("_", "-")), str(value)]
                 continue
             flag = "--" + key.replace("_", "-")
-            if value is None or value is False or value == MISSING:
+            if value is None or value == MISSING:
                 continue
-            if value is True:
-                args.append(flag)
+            if isinstance(value, bool):
+                if value != (defaults.get((group, key)) is True):
+                    args.append(flag)
             elif isinstance(value, list):
                 args += [flag, ",".join(str(v) for v in value)]
             else:
@@ -146,8 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config, args.overrides)
-        check_config(config, args.config)
-        flags = config_to_args(config)
+        flags = config_to_args(config, check_config(config, args.config))
     except (OSError, ValueError, yaml.YAMLError) as error:
         sys.exit(f"tree-fairseq-config-args: error: {error}")
     if args.check:
