@@ -14,7 +14,8 @@ per family the median over its runs (and the range when there are several) of
 
 Runs are ordered run 1 of every family, then run 2 of every family, ...; a run whose JSON exists is
 not run again, so an interrupted invocation picks up where it stopped and a later one with more
-``--runs`` adds runs. ``--table-only`` rewrites the table from the JSON files there.
+``--runs`` adds runs. ``--table-only`` rewrites the table from the JSON files there (the table is
+made by :mod:`tree_fairseq.analysis.benchmark_table`).
 
 Options this script does not know go to benchmark_speed.py (e.g. ``--embed-dim 256``); its
 defaults here are those of the published table: one thread, 10 timed updates after 2, 64
@@ -26,22 +27,15 @@ Example::
 """
 
 import argparse
-import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from tree_fairseq.analysis.benchmark_table import FAMILIES, load_runs, table
+
 HERE = Path(__file__).resolve().parent
-FAMILIES = {
-    "tree_transformer_iwslt_de_en": "Tree Transformer (hierarchical accumulation)",
-    "constituent_transformer_iwslt_de_en": "constituent attention",
-    "tree_pe_transformer_iwslt_de_en": "tree positional encodings",
-    "treeformer_iwslt_de_en": "Treeformer (chart)",
-    "tree_composition_transformer_iwslt_de_en": "attention as tree composition",
-}
 DEFAULTS = ["--threads", "1", "--updates", "10", "--warmup", "2", "--gen-sentences", "64", "--lengths", "16,256,512"]
 
 
@@ -72,72 +66,6 @@ def run_one(a, passed, arch, run, out):
         return False
     partial.rename(final)
     return True
-
-
-def load_runs(out):
-    """{arch: [summary, ...]} of the finished runs in ``out``, in run order."""
-    runs = {}
-    for path in sorted(out.glob("*.run*.json"), key=lambda p: (p.name.split(".run")[0], int(p.stem.split(".run")[1]))):
-        runs.setdefault(path.name.split(".run")[0], []).append(json.loads(path.read_text()))
-    return runs
-
-
-def figure(values, digits=2):
-    """Median of the runs' values, with their range when there are several; n/a if none was measured."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return "n/a"
-    median = f"{statistics.median(values):.{digits}f}"
-    if len(values) == 1:
-        return median
-    return f"{median} ({min(values):.{digits}f}-{max(values):.{digits}f})"
-
-
-def growth(summary, mode, length):
-    ratios = summary.get("memory_growth_ratio") or {}
-    return ratios.get(mode, {}).get(str(length))
-
-
-def ratio_to_ideal(summary, what):
-    measured, ideal = summary.get(f"{what}_ratio"), summary.get(f"{what}_ideal")
-    return None if measured is None or ideal is None else measured / ideal
-
-
-def table(runs) -> str:
-    lengths = sorted({n for summaries in runs.values() for s in summaries for n in s["lengths"][1:]})
-    first = min((s["lengths"][0] for summaries in runs.values() for s in summaries), default=16)
-    header = ["family (arch)", "runs", "train speed", "ideal", "measured / ideal", "generation speed", "ideal",
-              "measured / ideal", "train memory"] + [f"infer. memory growth {first}->{n}" for n in lengths]
-    rows = []
-    for arch in [a for a in FAMILIES if a in runs] + sorted(set(runs) - set(FAMILIES)):
-        summaries = runs[arch]
-        rows.append([
-            f"{FAMILIES.get(arch, arch)} (`{arch}`)", str(len(summaries)),
-            figure([s["train_ratio"] for s in summaries]), figure([s["train_ideal"] for s in summaries]),
-            figure([ratio_to_ideal(s, "train") for s in summaries]),
-            figure([s["gen_ratio"] for s in summaries]), figure([s["gen_ideal"] for s in summaries]),
-            figure([ratio_to_ideal(s, "gen") for s in summaries]),
-            figure([s["train_memory_ratio"] for s in summaries]),
-            *(figure([growth(s, "inference", n) for s in summaries]) for n in lengths),
-        ])
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    devices = sorted({s["device"] for summaries in runs.values() for s in summaries})
-    dates = sorted(s["date"] for summaries in runs.values() for s in summaries)
-    loads = [float(x) for summaries in runs.values() for s in summaries for x in s["load_average"] if x != "n/a"]
-    notes = [
-        "",
-        "Every figure is tree / transformer, measured in the same run on the same batches: speeds as the tree "
-        "model's speed over the transformer's (higher is faster), memory as the tree model's over the "
-        "transformer's (lower is leaner), growth as the tree model's peak at the longer length over its peak at "
-        f"{first} tokens, divided by the same for the transformer. Median over the runs, range in brackets.",
-        "Targets: training measured / ideal >= 0.9 (every family); generation >= 0.8 of the transformer's speed "
-        "for the Tree Transformer and >= 0.9 of the FLOP ideal for the others; training memory <= 1.5; "
-        "inference memory growth <= 2 (<= 1.5 for constituent attention).",
-        f"Device: {'; '.join(devices)}. Runs {dates[0]} to {dates[-1]}"
-        + (f"; 1-minute load average {min(loads):.1f} to {max(loads):.1f}." if loads else "."),
-    ]
-    return "\n".join(lines + notes) + "\n"
 
 
 def main():

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from tree_fairseq.analysis.benchmark_table import FAMILIES, figure, load_runs, table
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--embed-dim", "32", "--ffn-dim", "64", "--heads", "2", "--encoder-layers", "1", "--decoder-layers", "1",
         "--updates", "2", "--warmup", "1", "--max-tokens", "500", "--gen-sentences", "8", "--gen-rounds", "1",
         "--flop-batches", "1", "--memory-batches", "1", "--lengths", "16,32,64", "--sweep-batch-size", "2"]
-FAMILIES = ["treeformer_iwslt_de_en", "constituent_transformer_iwslt_de_en"]
+TWO_FAMILIES = ["treeformer_iwslt_de_en", "constituent_transformer_iwslt_de_en"]
 
 
 def benchmark_all(databin, out, *flags):
@@ -23,9 +25,9 @@ def benchmark_all(databin, out, *flags):
 @pytest.mark.slow
 def test_runs_every_family_once_and_tabulates_the_medians(tiny_databin, tmp_path):
     out = tmp_path / "bench"
-    result = benchmark_all(tiny_databin, out, "--runs", "1", "--families", *FAMILIES, *TINY)
+    result = benchmark_all(tiny_databin, out, "--runs", "1", "--families", *TWO_FAMILIES, *TINY)
     assert result.returncode == 0, result.stderr
-    for arch in FAMILIES:
+    for arch in TWO_FAMILIES:
         summary = json.loads((out / f"{arch}.run1.json").read_text())
         assert summary["tree_arch"] == arch and not summary["errors"]
         assert summary["dims"]["embed dim (enc/dec)"] == "32/32"
@@ -45,42 +47,40 @@ def test_runs_every_family_once_and_tabulates_the_medians(tiny_databin, tmp_path
     assert cells[-1] == f"{summary['memory_growth_ratio']['inference']['64']:.2f}"
 
     # a finished run is not run again; --table-only rewrites the table from what is there
-    before = (out / f"{FAMILIES[0]}.run1.json").stat().st_mtime_ns
-    result = benchmark_all(tiny_databin, out, "--runs", "1", "--families", FAMILIES[0], *TINY)
+    before = (out / f"{TWO_FAMILIES[0]}.run1.json").stat().st_mtime_ns
+    result = benchmark_all(tiny_databin, out, "--runs", "1", "--families", TWO_FAMILIES[0], *TINY)
     assert result.returncode == 0 and "run 1:" not in result.stderr, result.stderr
-    assert (out / f"{FAMILIES[0]}.run1.json").stat().st_mtime_ns == before
+    assert (out / f"{TWO_FAMILIES[0]}.run1.json").stat().st_mtime_ns == before
     assert benchmark_all(tiny_databin, out, "--table-only").stdout == table
-
-
-def import_benchmark_all():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import benchmark_all
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return benchmark_all
 
 
 def test_the_table_in_the_docs_is_the_published_runs():
     """docs/performance.md's table is what benchmark_all.py makes of the runs published beside it."""
-    benchmark_all = import_benchmark_all()
-    runs = benchmark_all.load_runs(ROOT / "docs" / "results" / "performance-cpu")
-    assert set(runs) == set(benchmark_all.FAMILIES)
+    runs = load_runs(ROOT / "docs" / "results" / "performance-cpu")
+    assert set(runs) == set(FAMILIES)
     assert len(runs["treeformer_iwslt_de_en"]) >= 3 and len(runs["constituent_transformer_iwslt_de_en"]) >= 3
-    assert benchmark_all.table(runs) in (ROOT / "docs" / "performance.md").read_text()
+    assert table(runs) in (ROOT / "docs" / "performance.md").read_text()
 
 
 def test_medians_and_ranges_over_runs(tmp_path):
-    benchmark_all = import_benchmark_all()
-    assert benchmark_all.figure([0.9, 1.1, 0.5]) == "0.90 (0.50-1.10)"
-    assert benchmark_all.figure([None, 0.7]) == "0.70"
-    assert benchmark_all.figure([None]) == "n/a"
+    assert figure([0.9, 1.1, 0.5]) == "0.90 (0.50-1.10)"
+    assert figure([None, 0.7]) == "0.70"
+    assert figure([None]) == "n/a"
     for run, gen in enumerate([0.6, 0.9, 0.7], start=1):
         (tmp_path / f"treeformer_iwslt_de_en.run{run}.json").write_text(json.dumps({
             "tree_arch": "treeformer_iwslt_de_en", "device": "CPU", "date": f"2026-01-0{run}", "load_average": ["1.0", "n/a"],
             "lengths": [16, 256], "train_ratio": 0.5, "train_ideal": 0.5, "gen_ratio": gen, "gen_ideal": 0.75,
             "train_memory_ratio": 1.2, "memory_growth_ratio": {"inference": {"256": 1.0 + run / 10}}}))
-    row = benchmark_all.table(benchmark_all.load_runs(tmp_path)).splitlines()[2]
+    row = table(load_runs(tmp_path)).splitlines()[2]
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[1:] == ["3", "0.50 (0.50-0.50)", "0.50 (0.50-0.50)", "1.00 (1.00-1.00)", "0.70 (0.60-0.90)",
                          "0.75 (0.75-0.75)", "0.93 (0.80-1.20)", "1.20 (1.20-1.20)", "1.20 (1.10-1.30)"]
+
+
+def test_table_only_writes_the_packages_table_of_the_runs_there(tmp_path):
+    published = ROOT / "docs" / "results" / "performance-cpu"
+    for path in published.glob("*.run*.json"):
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    result = benchmark_all("unused", tmp_path, "--table-only")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (tmp_path / "table.md").read_text() == table(load_runs(published))

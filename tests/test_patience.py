@@ -13,12 +13,16 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
+# A validation line as fairseq-train's simple log format writes it (the stand-in fairseq-train below
+# writes the same, given this template).
+VALID_LINE = ("2026-11-26 01:40:22 | INFO | valid | epoch {epoch:03d} | valid on '{subset}' subset | loss {loss} | "
+              "nll_loss 6.593 | ppl 96.56{extra} | wps 2349 | wpb 1344.9 | bsz 58.2 | num_updates {updates} | "
+              "best_loss {loss}\n")
+
+
 def valid_line(epoch: int, loss: float, subset: str = "valid", bleu: float | None = None) -> str:
-    """A validation line as fairseq-train's simple log format writes it."""
     extra = f" | bleu {bleu}" if bleu is not None else ""
-    return (f"2026-11-26 01:40:22 | INFO | valid | epoch {epoch:03d} | valid on '{subset}' subset | loss {loss} | "
-            f"nll_loss 6.593 | ppl 96.56{extra} | wps 2349 | wpb 1344.9 | bsz 58.2 | num_updates {epoch * 10} | "
-            f"best_loss {loss}\n")
+    return VALID_LINE.format(epoch=epoch, subset=subset, loss=loss, extra=extra, updates=epoch * 10)
 
 
 def test_validations_of_the_first_subset_and_its_metric():
@@ -70,9 +74,8 @@ FAKE_FAIRSEQ_TRAIN = """\
 # validated in SAVE-DIR/train.log up to --max-epoch (or FAKE_LAST, or the last epoch of FAKE_LOSSES),
 # validating each epoch with the losses of FAKE_LOSSES, as fairseq's log prints them.
 import os, sys
-sys.path.insert(0, {tests!r})
-from test_patience import valid_line
 from tree_fairseq.cli.patience import validations
+VALID_LINE = {valid_line!r}
 args = sys.argv[1:]
 save_dir = args[args.index("--save-dir") + 1]
 bound = int(args[len(args) - 1 - args[::-1].index("--max-epoch") + 1]) if "--max-epoch" in args else 10**6
@@ -82,7 +85,8 @@ done = validations(open(os.path.join(save_dir, "train.log")))
 losses = dict(item.split(":") for item in os.environ["FAKE_LOSSES"].split(","))
 last = min(bound, int(os.environ.get("FAKE_LAST", 10**6)), max(int(epoch) for epoch in losses))
 for epoch in range(done[-1][0] + 1 if done else 1, last + 1):
-    sys.stdout.write(valid_line(epoch, float(losses[str(epoch)])))
+    sys.stdout.write(VALID_LINE.format(epoch=epoch, subset="valid", loss=float(losses[str(epoch)]), extra="",
+                                       updates=epoch * 10))
 print("done training")
 """
 
@@ -92,7 +96,7 @@ def resume(tmp_path: Path, log: list[tuple[int, float]], losses: str, *extra: st
     for folder in (bin_dir, save_dir, data):
         folder.mkdir(parents=True, exist_ok=True)
     fake = bin_dir / "fairseq-train"
-    fake.write_text(FAKE_FAIRSEQ_TRAIN.format(python=sys.executable, tests=str(Path(__file__).parent)))
+    fake.write_text(FAKE_FAIRSEQ_TRAIN.format(python=sys.executable, valid_line=VALID_LINE))
     fake.chmod(stat.S_IRWXU)
     (save_dir / "checkpoint_last.pt").write_bytes(b"")
     (save_dir / "train.log").write_text("".join(valid_line(e, loss) for e, loss in log))
