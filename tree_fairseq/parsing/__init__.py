@@ -21,6 +21,7 @@ from tree_fairseq.trees import (
 )
 from tree_fairseq.trees.conllu import NotASentence, conllu_blocks, read_conllu_sentence
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES, DependencyParse, dependency_tree
+from tree_fairseq.trees.parents import parse_heads_over_tokens
 from tree_fairseq.trees.textio import utf8_lines
 
 PARSERS = ("stanza", "spacy", "bracketed", "conllu") + TRIVIAL_SHAPES
@@ -50,8 +51,10 @@ class Failures:
 
 class DependencyTrees:
     """What the dependency back-ends share: the conversion to phrase structure (``shape``, one
-    of :data:`DEPENDENCY_TREE_SHAPES`), its failures, and ``lifted``, ``(line, arcs lifted)``
-    for each line whose parse was not projective, in input order."""
+    of :data:`DEPENDENCY_TREE_SHAPES`), its failures, ``lifted``, ``(line, arcs lifted)``
+    for each line whose parse was not projective, in input order, and ``heads``: for each line
+    converted, the heads of its corpus tokens as the parser gave them (before any lifting; a
+    line that failed has none), until :meth:`take_heads` takes them (tree-fairseq-parse --heads)."""
 
     def __init__(self, shape: str = "layered", on_failure: str = "error"):
         if shape not in DEPENDENCY_TREE_SHAPES:
@@ -59,6 +62,7 @@ class DependencyTrees:
         self.shape = shape
         self.failures = Failures(on_failure)
         self.lifted: list[tuple[int, int]] = []
+        self.heads: dict[int, tuple[int, ...]] = {}
 
     def tree(self, parse: DependencyParse, tokens: list[str], line: int, locate, token_words=None) -> Tree:
         """The tree of ``parse`` over the corpus ``tokens`` of input line ``line``; ``locate``
@@ -76,9 +80,18 @@ class DependencyTrees:
             if token_words is not None:
                 tree = tree_over_tokens(tree, [surface for surface, _ in token_words],
                                         [list(words) for _, words in token_words])
-            return align(tree, tokens)
+            tree = align(tree, tokens)
+            surface = [surface for surface, _ in token_words] if token_words is not None else parse.words
+            counts = [len(words) for _, words in token_words] if token_words is not None else [1] * len(parse.words)
+            self.heads[line] = parse_heads_over_tokens(parse.heads, surface, counts, tokens)
+            return tree
         except TreeError as error:
             raise locate(error) from None
+
+    def take_heads(self) -> dict[int, tuple[int, ...]]:
+        """``heads`` of the lines converted since the last call, by input line; forgotten here."""
+        heads, self.heads = self.heads, {}
+        return heads
 
 
 class Parser(Protocol):

@@ -113,6 +113,18 @@ def heads_over_tokens(heads: Sequence[int], token_of_word: Sequence[int], num_to
     return tuple(token_heads)
 
 
+def parse_heads_over_tokens(heads: Sequence[int], parser_tokens: Sequence[str], token_word_counts: Sequence[int],
+                            tokens: Sequence[str]) -> tuple[int, ...]:
+    """The heads of the corpus ``tokens`` from a parse's word ``heads``, the parse's surface
+    tokens being ``parser_tokens``, ``token_word_counts[k]`` words each (a multiword token
+    counts several; see :func:`heads_over_tokens` and :func:`first_character_tokens`)."""
+    if len(heads) != sum(token_word_counts) or len(parser_tokens) != len(token_word_counts):
+        raise TreeError(f"{len(heads)} heads for {sum(token_word_counts)} words of {len(parser_tokens)} tokens")
+    token_of_parser_token = first_character_tokens(parser_tokens, tokens)
+    token_of_word = [token_of_parser_token[k] for k, count in enumerate(token_word_counts) for _ in range(count)]
+    return heads_over_tokens(heads, token_of_word, len(tokens))
+
+
 def first_character_tokens(parser_tokens: Sequence[str], tokens: Sequence[str]) -> list[int]:
     """For each of a parser's tokens, the corpus token its first character is in; both must
     spell the same text (compared as :func:`~tree_fairseq.trees.align.canonical` forms), else
