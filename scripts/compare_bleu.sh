@@ -10,8 +10,9 @@
 # 0.1, --max-tokens 4096, seed 1, UPDATES updates, one CPU thread per process (--cpu when no
 # GPU); the last checkpoint is scored (scripts/generate.sh: beam 5, whole test split). Flags after
 # "--" go to every fairseq-train and win over these. Models that read source trees train with
-# --task tree_translation (--max-tokens then counts leaves + nodes); the others, fairseq's
-# transformer included, with --task translation on the same data-bin.
+# --task tree_translation (--max-tokens then counts leaves + nodes), those that read dependency
+# parents (pascal_transformer_*) with --task dependency_translation (the data-bin needs the source's
+# heads); the others, fairseq's transformer included, with --task translation on the same data-bin.
 # --jobs N trains N models at once (default 1). OUT-DIR/ARCH/ holds each model's checkpoints, logs
 # and outputs; a finished model is not trained again, an interrupted one resumes.
 #
@@ -43,8 +44,10 @@ done
 ((${#ARCHS[@]})) || { echo "compare_bleu.sh: error: no architecture given" >&2; exit 2; }
 USER_DIR=$ROOT/tree_fairseq
 
-# The task of each architecture: tree_translation for the models whose encoder reads trees.
+# The task of each architecture: tree_translation for the models whose encoder reads trees,
+# dependency_translation for those that read parents.
 mapfile -t TASKS < <("$PYTHON" - "${ARCHS[@]}" <<'PY'
+import inspect
 import sys
 import tree_fairseq  # noqa: F401  (registers the architectures)
 from fairseq.models import ARCH_MODEL_REGISTRY
@@ -52,7 +55,11 @@ from tree_fairseq.models.common import TreeSourceTransformerModel
 for arch in sys.argv[1:]:
     if arch not in ARCH_MODEL_REGISTRY:
         sys.exit(f"compare_bleu.sh: error: unknown architecture {arch}")
-    print("tree_translation" if issubclass(ARCH_MODEL_REGISTRY[arch], TreeSourceTransformerModel) else "translation")
+    model = ARCH_MODEL_REGISTRY[arch]
+    if "src_parent_spans" in inspect.signature(model.forward).parameters:
+        print("dependency_translation")
+    else:
+        print("tree_translation" if issubclass(model, TreeSourceTransformerModel) else "translation")
 PY
 )
 ((${#TASKS[@]} == ${#ARCHS[@]})) || exit 2

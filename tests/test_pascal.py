@@ -709,6 +709,19 @@ def test_fairseq_interactive_translates_raw_text_as_the_data_bin(parent_corpus, 
         assert translated[i][0] == pytest.approx(generated[i][0], abs=1e-3)
 
 
+@pytest.mark.slow
+def test_compare_bleu_trains_pascal_with_its_task(parent_databin, tmp_path):
+    """scripts/compare_bleu.sh gives a model that reads parents --task dependency_translation, and
+    generate.sh scores it with the checkpoint's task."""
+    root = Path(USER_DIR).parent
+    result = subprocess.run(["bash", str(root / "scripts" / "compare_bleu.sh"), str(parent_databin), str(tmp_path),
+                             "2", ARCH], env={**subprocess_env(), "PYTHON": sys.executable,
+                                              "PATH": f"{Path(sys.executable).parent}:{subprocess_env()['PATH']}"},
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert re.search(rf"^{ARCH} \(dependency_translation\) +2 +\S*BLEU", result.stdout, re.M), result.stdout
+
+
 def test_the_natural_text_config_is_the_transformers():
     """configs/iwslt_lowres_pascal_transformer.yaml: fairseq's transformer config of the natural-text
     study with the PASCAL model, its task and its own options, nothing else changed."""
