@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import torch
 from fairseq import options, tasks
-from fairseq.models.transformer.transformer_legacy import base_architecture
 
 import helpers
 from conftest import preprocess, write_corpus
@@ -542,9 +541,8 @@ def test_options_and_architectures(parent_databin):
                 args.pascal_parent_position, args.pascal_parent_ignoring) == (heads, "1", "normal", 1.0, "middle", 0.0)
     args = helpers.parse(parent_databin, "--pascal-heads", "3", "--pascal-sigma", "2", arch=ARCH, task=TASK)
     assert (args.pascal_heads, args.pascal_sigma) == (3, 2.0)
-    base = options.parse_args_and_arch(options.get_training_parser(), [str(parent_databin), "--arch", "transformer"])
-    base_architecture(base)
-    assert args.dropout == base.dropout
+    big = helpers.parse(parent_databin, arch="pascal_transformer_wmt_en_de_big", task=TASK)
+    assert (big.dropout, big.attention_dropout) == (0.3, 0.1)
 
 
 def test_parent_scaled_heads_sit_in_the_chosen_layers(parent_databin, tiny):
