@@ -543,6 +543,8 @@ def test_options_and_architectures(parent_databin):
     assert (args.pascal_heads, args.pascal_sigma) == (3, 2.0)
     big = helpers.parse(parent_databin, arch="pascal_transformer_wmt_en_de_big", task=TASK)
     assert (big.dropout, big.attention_dropout) == (0.3, 0.1)
+    _, model = build(parent_databin, "--encoder-embed-dim", "48", "--decoder-embed-dim", "48", "--decoder-layers", "1")
+    assert model.encoder.embed_tokens.embedding_dim == 48 and len(model.decoder.layers) == 1
 
 
 def test_parent_scaled_heads_sit_in_the_chosen_layers(parent_databin, tiny):
