@@ -11,7 +11,8 @@ import torch
 from helpers import SYLLABLES, fairseq_binarize
 
 from tree_fairseq.cli import preprocess as preprocess_cli
-from tree_fairseq.trees import trivial_tree
+from tree_fairseq.trees import group_pieces, trivial_tree
+from tree_fairseq.trees.parents import control_heads, format_heads
 
 # Tiny models on a small shared machine: one thread is faster and steadier than
 # several competing for the cores; subprocesses (fairseq CLIs) inherit it.
@@ -80,6 +81,32 @@ def tiny_corpus(tmp_path_factory) -> Path:
 def tiny_databin(tiny_corpus, tmp_path_factory) -> Path:
     """A tree data-bin (de -> en) of the tiny corpus, made by tree-fairseq-preprocess."""
     return preprocess(tiny_corpus, tmp_path_factory.mktemp("tiny_databin") / "bin")
+
+
+def write_heads(directory: Path, split: str, control: str = "random") -> None:
+    """``{split}.heads.de`` beside ``{split}.de``: the trivial heads ``control`` over the words its
+    pieces spell (tree-fairseq-parse --heads-control's)."""
+    lines = (directory / f"{split}.de").read_text(encoding="utf-8").splitlines()
+    words = ([word for word, _, _ in group_pieces(line.split(), "subword_nmt")] for line in lines)
+    (directory / f"{split}.heads.de").write_text(
+        "".join(format_heads(control_heads(sentence, control)) + "\n" for sentence in words), encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def parent_corpus(tmp_path_factory) -> Path:
+    """The tiny corpus's kind, with each word's dependency head (random projective trees)."""
+    directory = tmp_path_factory.mktemp("parent_corpus")
+    for split, size, seed in (("train", 300, 1), ("valid", 40, 2), ("test", 40, 3)):
+        write_corpus(directory, split, size, seed)
+        write_heads(directory, split)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def parent_databin(parent_corpus, tmp_path_factory) -> Path:
+    """A tree data-bin with the sources' parents (--task dependency_translation), made by
+    tree-fairseq-preprocess."""
+    return preprocess(parent_corpus, tmp_path_factory.mktemp("parent_databin") / "bin")
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ import torch
 from fairseq import options, tasks
 
 import helpers
-from conftest import preprocess, write_corpus
+from conftest import preprocess, write_corpus, write_heads
 from helpers import (
     USER_DIR,
     by_length,
@@ -289,28 +289,7 @@ def test_heads_over_corpus_tokens():
 # The data-bin
 
 
-def words_of(line: str) -> list[str]:
-    return [word for word, _, _ in group_pieces(line.split(), "subword_nmt")]
-
-
-def write_heads(directory, split, control="random"):
-    lines = (directory / f"{split}.de").read_text(encoding="utf-8").splitlines()
-    (directory / f"{split}.heads.de").write_text(
-        "".join(format_heads(control_heads(words_of(line), control)) + "\n" for line in lines), encoding="utf-8")
-
-
-@pytest.fixture(scope="module")
-def parent_corpus(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("parent_corpus")
-    for split, size, seed in (("train", 300, 1), ("valid", 40, 2), ("test", 40, 3)):
-        write_corpus(directory, split, size, seed)
-        write_heads(directory, split)
-    return directory
-
-
-@pytest.fixture(scope="module")
-def parent_databin(parent_corpus, tmp_path_factory):
-    return preprocess(parent_corpus, tmp_path_factory.mktemp("parent_databin") / "bin")
+# parent_corpus and parent_databin (random projective heads): conftest.py
 
 
 def test_the_data_bin_holds_each_pieces_parent(parent_corpus, parent_databin):
