@@ -16,7 +16,7 @@ import torch
 from fairseq import options, tasks
 
 import helpers
-from conftest import preprocess, write_corpus, write_heads
+from conftest import preprocess, write_heads
 from helpers import (
     USER_DIR,
     by_length,
