@@ -3,12 +3,14 @@ optional ../shared data (tests that use it skip when it is absent)."""
 
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from helpers import SYLLABLES, fairseq_binarize
+from helpers import SYLLABLES, fairseq_binarize, subprocess_env
 
 from tree_fairseq.cli import preprocess as preprocess_cli
 from tree_fairseq.trees import group_pieces, trivial_tree
@@ -125,6 +127,19 @@ def bpe_codes(tmp_path_factory) -> Path:
     codes = tmp_path_factory.mktemp("codes") / "codes"
     codes.write_text("#version: 0.2\n" + "".join(f"{s[0]} {s[1]}\n{s[0]} {s[1]}</w>\n" for s in SYLLABLES))
     return codes
+
+
+@pytest.fixture(scope="session")
+def stanza_models(tmp_path_factory) -> Path:
+    """A stanza model folder, English, trained for this session by stanza's own trainers on a toy
+    treebank (``tests/stanza_models.py``: about 30 s on one thread, a few hundred KB): a real
+    ``stanza.Pipeline`` offline. Skips where stanza is not installed."""
+    pytest.importorskip("stanza")
+    directory = tmp_path_factory.mktemp("stanza")
+    result = subprocess.run([sys.executable, str(Path(__file__).with_name("stanza_models.py")), str(directory)],
+                            capture_output=True, text=True, env=subprocess_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    return directory / "models"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,9 @@
+"""stanza's constituency parser behind tree-fairseq-parse and raw-text translation. A real
+``stanza.Pipeline`` runs offline on the ``stanza_models`` fixture, a tiny English tagger and parser
+trained for the session by stanza's own trainers (``tests/stanza_models.py``)."""
+
 import os
+import random
 import time
 
 import pytest
@@ -9,9 +14,14 @@ from stanza.models.common.doc import Document  # noqa: E402
 from stanza.models.constituency.tree_reader import read_trees  # noqa: E402
 from stanza.resources.common import DEFAULT_MODEL_DIR  # noqa: E402
 
+from fairseq import options, tasks  # noqa: E402
+from helpers import USER_DIR, check_inference_trees  # noqa: E402
+
+from tree_fairseq.cli import parse as parse_cli  # noqa: E402
+from tree_fairseq.cli import preprocess as preprocess_cli  # noqa: E402
 from tree_fairseq.parsing import stanza_parser  # noqa: E402
 from tree_fairseq.parsing.stanza_parser import StanzaParser, document_trees, raw_tree  # noqa: E402
-from tree_fairseq.trees import Node, Tree, TreeError, normalize, tree_over_tokens  # noqa: E402
+from tree_fairseq.trees import Node, Tree, TreeError, align, normalize, parse_tree, tree_over_tokens  # noqa: E402
 
 
 @pytest.mark.parametrize("bracketed, leaves, spans", [
@@ -199,3 +209,116 @@ def test_parse_with_a_real_model():
     for tree, tokens in zip(trees, sentences):
         tree.check()
         assert (tree.nodes[-1].start, tree.nodes[-1].end) == (0, len(tokens) - 1)
+
+
+# A real pipeline: the tiny English model
+
+
+def _long_line(num_words: int) -> str:
+    rng = random.Random(5)
+    words = "the a man cat saw took in on with old small garden book city and .".split()
+    return " ".join(rng.choice(words) for _ in range(num_words - 1)) + " ."
+
+
+# Tokenised as Moses escapes it (&apos; &quot; &amp;), PTB's bracket escapes and plain brackets,
+# one-word lines, a 100-word line: lines of many lengths, which stanza sorts by length to batch them.
+TEXT = [
+    "the old man saw a cat in the garden .",
+    "he said that Mary &apos;s dog slept .",
+    "&quot; London &quot; is a city .",
+    "Paris",
+    "John -LRB- a man -RRB- took two books .",
+    "the dog ( a small dog ) ran near the house .",
+    _long_line(100),
+    "cats &amp; dogs slept .",
+    "they",
+    "we found it .",
+    "every happy man will read this new book with John .",
+    "she wrote that the cat &apos;s film was old , and they liked it .",
+]
+
+
+def _leaves(line: str) -> tuple[str, ...]:
+    """The leaves tree-fairseq-parse writes for a line: its tokens, brackets written -LRB-/-RRB-."""
+    return tuple(line.replace("(", "-LRB-").replace(")", "-RRB-").split())
+
+
+def _parse_cli(tmp_path, models, lines, *args, name="trees"):
+    (tmp_path / "text").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / name), "--parser", "stanza",
+                    "--lang", "en", "--model-dir", str(models), "--cpu", *args])
+    return (tmp_path / name).read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="module")
+def stanza_trees(stanza_models, tmp_path_factory):
+    """TEXT through tree-fairseq-parse --parser stanza, three sentences per stanza batch."""
+    return _parse_cli(tmp_path_factory.mktemp("stanza_trees"), stanza_models, TEXT, "--batch-size", "3")
+
+
+def _alone(models, line: str) -> str:
+    """The line parsed alone by the pipeline, as tree-fairseq-parse writes it."""
+    parser = StanzaParser("en", model_dir=str(models), use_gpu=False)
+    return parser.parse([line.split()], 1, "line").pop().to_bracketed()
+
+
+def test_trees_are_stanzas_over_exactly_the_corpus_tokens(stanza_models, stanza_trees):
+    assert len(stanza_trees) == len(TEXT)
+    for line, text in zip(stanza_trees, TEXT):
+        tree = parse_tree(line)
+        tree.check()
+        assert tree.leaves == _leaves(text)  # escapes and case kept
+        assert tree.tags is not None and len(tree.tags) == len(tree.leaves)
+    # Each line's tree is the one stanza gives it alone: stanza's sorting by length is undone.
+    assert stanza_trees == [_alone(stanza_models, text) for text in TEXT]
+    # The tiny parser nests phrases (poorly) beyond one flat node; a one-word line has no node.
+    assert sum(len(parse_tree(line).nodes) for line in stanza_trees) > 2 * len(TEXT)
+    assert not parse_tree(stanza_trees[TEXT.index("Paris")]).nodes
+
+
+def test_trees_do_not_depend_on_the_batch_size(tmp_path, stanza_models, stanza_trees):
+    assert _parse_cli(tmp_path, stanza_models, TEXT, "--batch-size", "1") == stanza_trees
+    assert _parse_cli(tmp_path, stanza_models, TEXT, "--batch-size", "64", name="trees64") == stanza_trees
+
+
+def test_an_interrupted_run_resumes_to_the_same_trees(tmp_path, monkeypatch, stanza_models, stanza_trees):
+    parse = StanzaParser.parse
+    calls = []
+
+    def interrupted_on_third_chunk(self, sentences, first_line, source):
+        calls.append(first_line)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return parse(self, sentences, first_line, source)
+
+    monkeypatch.setattr(StanzaParser, "parse", interrupted_on_third_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        _parse_cli(tmp_path, stanza_models, TEXT, "--chunk-size", "4")
+    assert sorted(p.name for p in (tmp_path / "trees.parts").glob("*.trees")) == ["00000000.trees", "00000001.trees"]
+    assert _parse_cli(tmp_path, stanza_models, TEXT, "--chunk-size", "4") == stanza_trees
+    assert calls == [1, 5, 9, 9]  # the two finished chunks were not parsed again
+
+
+def _pieces(word: str) -> str:
+    parts = [word[i:i + 2] for i in range(0, len(word), 2)]
+    return " ".join([part + "@@" for part in parts[:-1]] + parts[-1:])
+
+
+def test_inference_parser_stanza_makes_the_data_bin_trees(tmp_path, stanza_models, stanza_trees):
+    """fairseq-interactive's dataset (the task's build_dataset_for_inference): the words recovered
+    from the BPE pieces, parsed by --inference-parser stanza in one batch, give the data-bin's trees."""
+    splits = {"train": (TEXT, stanza_trees), "valid": (TEXT[:4], stanza_trees[:4]), "test": (TEXT, stanza_trees)}
+    for split, (lines, trees) in splits.items():
+        bpe = [" ".join(_pieces(word) for word in line.split()) for line in lines]
+        for suffix, content in (("en", bpe), ("de", lines), ("tree.en", trees)):
+            (tmp_path / f"{split}.{suffix}").write_text("".join(line + "\n" for line in content), encoding="utf-8")
+    databin = tmp_path / "bin"
+    preprocess_cli.main(["--source-lang", "en", "--target-lang", "de", "--trainpref", str(tmp_path / "train"),
+                         "--validpref", str(tmp_path / "valid"), "--testpref", str(tmp_path / "test"),
+                         "--destdir", str(databin), "--joined-dictionary", "--workers", "1"])
+    task = tasks.setup_task(options.parse_args_and_arch(options.get_training_parser(), [
+        str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
+        "--source-lang", "en", "--target-lang", "de", "--inference-parser", "stanza",
+        "--inference-parser-model-dir", str(stanza_models)]))
+    check_inference_trees(task)
+    assert task.inference_trees.labels_unknown == {}
