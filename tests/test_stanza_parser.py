@@ -21,7 +21,7 @@ from tree_fairseq.cli import parse as parse_cli  # noqa: E402
 from tree_fairseq.cli import preprocess as preprocess_cli  # noqa: E402
 from tree_fairseq.parsing import stanza_parser  # noqa: E402
 from tree_fairseq.parsing.stanza_parser import StanzaParser, document_trees, raw_tree  # noqa: E402
-from tree_fairseq.trees import Node, Tree, TreeError, align, normalize, parse_tree, tree_over_tokens  # noqa: E402
+from tree_fairseq.trees import Node, Tree, TreeError, normalize, parse_tree, tree_over_tokens, trivial_tree  # noqa: E402
 
 
 @pytest.mark.parametrize("bracketed, leaves, spans", [
@@ -123,7 +123,7 @@ def _parsed_document() -> Document:
 
 def test_document_trees_are_over_the_corpus_tokens():
     sentences = ["He did n&apos;t say ( much ) .".split(), "Er geht zum Bahnhof .".split()]
-    trees = document_trees(_parsed_document(), sentences, first_line=7, source="talk.en")
+    trees = document_trees(_parsed_document().sentences, sentences, first_line=7, source="talk.en")
     assert [tree.leaves for tree in trees] == [tuple(tokens) for tokens in sentences]
     assert [_spans(tree) for tree in trees] == [
         [("VP", 3, 6), ("VP", 1, 6), ("S", 0, 7)],
@@ -150,7 +150,7 @@ def test_stanza_labels_of_every_character_class_survive_writing_and_reading():
     document = Document([[{"id": (i + 1,), "text": word} for i, word in enumerate(words)]])
     document.sentences[0].constituency = stanza_tree
     tokens = "-LRB- ja b -RRB- y % nein ö .".split()
-    tree, = document_trees(document, [tokens], first_line=1, source="text")
+    tree, = document_trees(document.sentences, [tokens], first_line=1, source="text")
     # stanza's labels are a treebank's: what follows a '-' is a function tag, cut as in bracketed input
     assert tree.tags == tuple(tag.split("-")[0] for tag in tags) and _spans(tree) == [("X Y", 0, 3), ("S", 0, 8)]
     line = tree.to_bracketed()
@@ -162,7 +162,7 @@ def test_stanza_labels_of_every_character_class_survive_writing_and_reading():
 def test_document_trees_name_the_input_line_of_a_mismatch():
     sentences = ["He did n&apos;t say ( much ) .".split(), "Er geht zum Zug .".split()]
     with pytest.raises(TreeError, match="^talk.en:8: tree leaves do not match the tokens"):
-        document_trees(_parsed_document(), sentences, first_line=7, source="talk.en")
+        document_trees(_parsed_document().sentences, sentences, first_line=7, source="talk.en")
 
 
 def test_missing_models_fail_fast_with_the_download_command(tmp_path, monkeypatch):
@@ -322,3 +322,60 @@ def test_inference_parser_stanza_makes_the_data_bin_trees(tmp_path, stanza_model
         "--inference-parser-model-dir", str(stanza_models)]))
     check_inference_trees(task)
     assert task.inference_trees.labels_unknown == {}
+
+
+# A sentence stanza's parser gets stuck on
+
+
+def _stuck_on(monkeypatch, words: list[str]) -> list[int]:
+    """Make stanza's constituency parser find no legal transition for the sentence ``words``, as it
+    does when every transition its model scores is illegal in a state: its transition choice
+    (``LSTMModel.predict``, which returns None for such a state) gives None there, and stanza's own
+    ``bulk_apply`` marks the state broken and ``parse_sentences`` drops the sentence. Returns the
+    sizes of the batches the sentence was in (each call to the pipeline parses it anew)."""
+    from stanza.models.constituency.lstm_model import LSTMModel
+
+    predict = LSTMModel.predict
+    batches = []
+
+    def predict_stuck(self, states, is_legal=True):
+        predictions, transitions, scores = predict(self, states, is_legal)
+        for i, state in enumerate(states):
+            if [state.get_word(k).value.children[0].label for k in range(state.sentence_length)] == words:
+                if state.num_transitions == 0:
+                    batches.append(len(states))
+                transitions[i] = None
+        return predictions, transitions, scores
+
+    monkeypatch.setattr(LSTMModel, "predict", predict_stuck)
+    return batches
+
+
+STUCK = TEXT.index("we found it .")
+
+
+def test_a_sentence_stanza_gets_stuck_on_stops_the_run_naming_its_line(tmp_path, monkeypatch, stanza_models):
+    _stuck_on(monkeypatch, TEXT[STUCK].split())
+    with pytest.raises(SystemExit) as exit_info:
+        _parse_cli(tmp_path, stanza_models, TEXT, "--chunk-size", "4")
+    message = str(exit_info.value.code)
+    assert message.startswith(f"tree-fairseq-parse: error: {tmp_path / 'text'}:{STUCK + 1}: stanza's constituency "
+                              "parser gave up on this sentence"), message
+    assert "--on-failure balanced/left/right gives such lines a trivial tree" in message
+    assert not (tmp_path / "trees").exists()
+    # The chunks before it are kept: the same command resumes there once the sentence parses.
+    assert sorted(p.name for p in (tmp_path / "trees.parts").glob("*.trees")) == ["00000000.trees", "00000001.trees"]
+
+
+def test_on_failure_gives_the_stuck_sentence_a_trivial_tree(tmp_path, monkeypatch, capsys, stanza_models,
+                                                            stanza_trees):
+    batches = _stuck_on(monkeypatch, TEXT[STUCK].split())
+    trees = _parse_cli(tmp_path, stanza_models, TEXT, "--on-failure", "balanced", "--batch-size", "8")
+    assert trees == [trivial_tree(TEXT[STUCK].split(), "balanced").to_bracketed() if i == STUCK else tree
+                     for i, tree in enumerate(stanza_trees)]
+    failures = (tmp_path / "trees.failures").read_text(encoding="utf-8").splitlines()
+    assert len(failures) == 1 and failures[0].startswith(f"{STUCK + 1}\t{tmp_path / 'text'}:{STUCK + 1}: stanza's "
+                                                         "constituency parser gave up on this sentence")
+    assert f"1 of {len(TEXT)} lines (8.33%) could not be parsed and got balanced trees" in capsys.readouterr().err
+    # The chunk failed in a batch with others; its halves were parsed again down to the sentence alone.
+    assert batches[0] > 1 and batches[-1] == 1

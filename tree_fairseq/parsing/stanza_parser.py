@@ -54,8 +54,31 @@ class StanzaParser:
             raise ValueError(f"stanza has no constituency parser for language {lang!r}")
 
     def parse(self, sentences: list[list[str]], first_line: int, source: str) -> list[Tree]:
-        document = self.pipeline([[html.unescape(token) for token in tokens] for tokens in sentences])
-        return document_trees(document, sentences, first_line, source, self.failures)
+        parsed = self.parsed_sentences([[html.unescape(token) for token in tokens] for tokens in sentences])
+        return document_trees(parsed, sentences, first_line, source, self.failures)
+
+    def parsed_sentences(self, words: list[list[str]]) -> list:
+        """stanza's parsed ``Sentence`` for each sentence of ``words``, or, where its constituency
+        parser gave up on the sentence, why (a str).
+
+        stanza's transition parser drops a sentence on which it gets stuck (no legal transition,
+        or too many transitions: ``bulk_apply`` marks its state broken), and the pipeline call then
+        fails as a whole (``AssertionError: Number of list elements must match with original
+        indices.``). Its sentences are then parsed again in halves, down to single sentences: a
+        sentence that fails alone is the one the parser gives up on, and the others get their
+        trees (a few calls per such sentence, not one per sentence of the call)."""
+        try:
+            document = self.pipeline(words)
+        except AssertionError as error:
+            if len(words) == 1:
+                return ["stanza's constituency parser gave up on this sentence (its transition parser found no "
+                        "legal transition or ran too long, dropped the sentence, and stanza stopped with "
+                        f"AssertionError: {error})"]
+            half = len(words) // 2
+            return self.parsed_sentences(words[:half]) + self.parsed_sentences(words[half:])
+        if len(document.sentences) != len(words):
+            raise TreeError(f"stanza returned {len(document.sentences)} sentences for {len(words)} lines")
+        return document.sentences
 
 
 def _load_pipeline(lang: str, model_dir: str, options: dict) -> stanza.Pipeline:
@@ -71,20 +94,20 @@ def _load_pipeline(lang: str, model_dir: str, options: dict) -> stanza.Pipeline:
                            logging_level="WARN", **options)
 
 
-def document_trees(document: stanza.Document, sentences: list[list[str]], first_line: int,
-                   source: str, failures=None) -> list[Tree]:
-    """The trees of stanza's parsed ``document`` over the corpus tokens
-    ``sentences``, lines ``first_line``, ... of the file ``source``.
+def document_trees(parsed: list, sentences: list[list[str]], first_line: int, source: str,
+                   failures=None) -> list[Tree]:
+    """The trees of stanza's parsed sentences ``parsed`` (stanza's ``Sentence``, or why the parser
+    gave up on one: a str) over the corpus tokens ``sentences``, lines ``first_line``, ... of the
+    file ``source``.
 
     A sentence stanza gave no tree, or a tree that is not over its own words, is a failure,
     handed to ``failures`` (a :class:`~tree_fairseq.parsing.Failures`; None: an error). A tree
     over other text than the line's stays an error."""
-    if len(document.sentences) != len(sentences):
-        raise TreeError(f"{source}:{first_line}: stanza returned {len(document.sentences)} sentences for the "
-                        f"{len(sentences)} lines from here on")
     trees = []
-    for i, (tokens, sentence) in enumerate(zip(sentences, document.sentences)):
+    for i, (tokens, sentence) in enumerate(zip(sentences, parsed, strict=True)):
         try:
+            if isinstance(sentence, str):
+                raise TreeError(sentence)
             if getattr(sentence, "constituency", None) is None:
                 raise TreeError("stanza gave no constituency tree")
             tree = normalize([raw_tree(sentence.constituency)])
