@@ -2,8 +2,9 @@
 ``stanza.Pipeline`` runs offline on the ``stanza_models`` fixture, a tiny English tagger and parser
 trained for the session by stanza's own trainers (``tests/stanza_models.py``)."""
 
-import os
+import json
 import random
+import shutil
 import time
 
 import pytest
@@ -12,7 +13,6 @@ stanza = pytest.importorskip("stanza")
 
 from stanza.models.common.doc import Document  # noqa: E402
 from stanza.models.constituency.tree_reader import read_trees  # noqa: E402
-from stanza.resources.common import DEFAULT_MODEL_DIR  # noqa: E402
 
 from fairseq import options, tasks  # noqa: E402
 from helpers import USER_DIR, check_inference_trees  # noqa: E402
@@ -21,7 +21,7 @@ from tree_fairseq.cli import parse as parse_cli  # noqa: E402
 from tree_fairseq.cli import preprocess as preprocess_cli  # noqa: E402
 from tree_fairseq.parsing import stanza_parser  # noqa: E402
 from tree_fairseq.parsing.stanza_parser import StanzaParser, document_trees, raw_tree  # noqa: E402
-from tree_fairseq.trees import Node, Tree, TreeError, normalize, parse_tree, tree_over_tokens, trivial_tree  # noqa: E402
+from tree_fairseq.trees import TreeError, normalize, parse_tree, trivial_tree, unescape  # noqa: E402
 
 
 @pytest.mark.parametrize("bracketed, leaves, spans", [
@@ -55,89 +55,13 @@ def test_stanza_tree_to_normal_form(bracketed, leaves, spans):
     assert [(node.label, node.start, node.end) for node in tree.nodes] == spans
 
 
-def _tree(leaves, spans):
-    return Tree(tuple(leaves), tuple(Node(label, s, e) for label, s, e in spans))
-
-
 def _spans(tree):
     return [(node.label, node.start, node.end) for node in tree.nodes]
 
 
-def test_tree_over_tokens_one_word_each_keeps_the_tree():
-    tree = _tree("Er geht nach Hause .".split(), [("PP", 2, 3), ("VP", 1, 3), ("S", 0, 4)])
-    assert tree_over_tokens(tree, list(tree.leaves), [[leaf] for leaf in tree.leaves]) == tree
-
-
-def test_tree_over_tokens_collapses_an_expanded_token():
-    # zum -> zu dem; the NP over "dem Bahnhof" keeps only Bahnhof and vanishes.
-    tree = _tree("Er geht zu dem Bahnhof .".split(),
-                 [("NP", 3, 4), ("PP", 2, 4), ("VP", 1, 4), ("S", 0, 5)])
-    over_tokens = tree_over_tokens(tree, "Er geht zum Bahnhof .".split(),
-                                   [["Er"], ["geht"], ["zu", "dem"], ["Bahnhof"], ["."]])
-    over_tokens.check()
-    assert over_tokens.leaves == ("Er", "geht", "zum", "Bahnhof", ".")
-    assert _spans(over_tokens) == [("PP", 2, 3), ("VP", 1, 3), ("S", 0, 4)]
-
-
-def test_tree_over_tokens_merges_equal_spans_under_the_upper_label():
-    # Tokens ab, c, d, ef; XP covers b c d e and YP c d: both become tokens 1-2.
-    tree = _tree("a b c d e f".split(), [("YP", 2, 3), ("XP", 1, 4), ("S", 0, 5)])
-    over_tokens = tree_over_tokens(tree, ["ab", "c", "d", "ef"],
-                                   [["a", "b"], ["c"], ["d"], ["e", "f"]])
-    over_tokens.check()
-    assert _spans(over_tokens) == [("XP", 1, 2), ("S", 0, 3)]
-
-
-def test_tree_over_tokens_never_crosses():
-    # The words of one token in two sibling constituents: neither keeps two tokens.
-    tree = _tree("a zu dem b".split(), [("A", 0, 1), ("B", 2, 3), ("S", 0, 3)])
-    over_tokens = tree_over_tokens(tree, ["a", "zum", "b"], [["a"], ["zu", "dem"], ["b"]])
-    over_tokens.check()
-    assert _spans(over_tokens) == [("S", 0, 2)]
-
-
-def test_tree_over_tokens_rejects_leaves_that_are_not_the_words():
-    tree = _tree("a b c".split(), [("S", 0, 2)])
-    with pytest.raises(TreeError, match="leaves 'a b c' are not the words 'a b x c'"):
-        tree_over_tokens(tree, ["a", "bx", "c"], [["a"], ["b", "x"], ["c"]])
-
-
-def _parsed_document() -> Document:
-    """What the pipeline returns for two lines: stanza saw the unescaped words,
-    and expanded German zum into zu dem."""
-    document = Document([
-        [{"id": (i + 1,), "text": word} for i, word in enumerate("He did n't say ( much ) .".split())],
-        [{"id": (1,), "text": "Er"}, {"id": (2,), "text": "geht"}, {"id": (3, 4), "text": "zum"},
-         {"id": (3,), "text": "zu"}, {"id": (4,), "text": "dem"}, {"id": (5,), "text": "Bahnhof"},
-         {"id": (6,), "text": "."}],
-    ])
-    trees = read_trees(
-        "(ROOT (S (NP (PRP He)) (VP (VBD did) (RB n't) (VP (VB say) (-LRB- -LRB-) (NP (JJ much))"
-        " (-RRB- -RRB-))) (. .)))\n"
-        "(ROOT (S (PPER Er) (VVFIN geht) (PP (APPR zu) (NP (ART dem) (NN Bahnhof))) ($. .)))",
-        use_tqdm=False)
-    for sentence, tree in zip(document.sentences, trees):
-        sentence.constituency = tree
-    return document
-
-
-def test_document_trees_are_over_the_corpus_tokens():
-    sentences = ["He did n&apos;t say ( much ) .".split(), "Er geht zum Bahnhof .".split()]
-    trees = document_trees(_parsed_document().sentences, sentences, first_line=7, source="talk.en")
-    assert [tree.leaves for tree in trees] == [tuple(tokens) for tokens in sentences]
-    assert [_spans(tree) for tree in trees] == [
-        [("VP", 3, 6), ("VP", 1, 6), ("S", 0, 7)],
-        [("PP", 2, 3), ("S", 0, 4)],
-    ]
-    # stanza's preterminals stay as the tags of the tokens; zum (zu dem) takes the tag of zu
-    assert [tree.tags for tree in trees] == [
-        ("PRP", "VBD", "RB", "VB", "-LRB-", "JJ", "-RRB-", "."),
-        ("PPER", "VVFIN", "APPR", "NN", "$."),
-    ]
-
-
 def test_stanza_labels_of_every_character_class_survive_writing_and_reading():
-    """German stanza models tag quotes and brackets $( (STTS); a label may hold any character."""
+    """A stand-in tree, since no tiny model can give labels of every kind: a model reading XPOS tags
+    may give German STTS's $( (quotes, brackets), and a label may hold any character."""
     from stanza.models.constituency.parse_tree import Tree as StanzaTree
 
     from tree_fairseq.trees import parse_tree
@@ -160,9 +84,13 @@ def test_stanza_labels_of_every_character_class_survive_writing_and_reading():
 
 
 def test_document_trees_name_the_input_line_of_a_mismatch():
-    sentences = ["He did n&apos;t say ( much ) .".split(), "Er geht zum Zug .".split()]
-    with pytest.raises(TreeError, match="^talk.en:8: tree leaves do not match the tokens"):
-        document_trees(_parsed_document().sentences, sentences, first_line=7, source="talk.en")
+    """A stand-in sentence: stanza's pipeline gives its tree over the words it was given, so no real
+    one is over other words than its line; the check names the line all the same."""
+    document = Document([[{"id": (i + 1,), "text": word} for i, word in enumerate("Er geht zum Zug .".split())]])
+    [document.sentences[0].constituency] = read_trees(
+        "(ROOT (S (PPER Er) (VVFIN geht) (PP (APPRART zum) (NN Zug)) ($. .)))", use_tqdm=False)
+    with pytest.raises(TreeError, match="^talk.de:8: tree leaves do not match the tokens"):
+        document_trees(document.sentences, ["Er geht zum Bahnhof .".split()], first_line=8, source="talk.de")
 
 
 def test_missing_models_fail_fast_with_the_download_command(tmp_path, monkeypatch):
@@ -189,26 +117,6 @@ def test_a_language_without_a_constituency_parser_is_named_before_any_download(t
         StanzaParser(lang, model_dir=str(tmp_path), use_gpu=False)
     for known in ("de", "German", "zh"):
         stanza_parser.check_language(known)
-
-
-def _has_english_models() -> bool:
-    return (os.path.exists(os.path.join(DEFAULT_MODEL_DIR, "resources.json"))
-            and os.path.isdir(os.path.join(DEFAULT_MODEL_DIR, "en", "constituency")))
-
-
-def test_parse_with_a_real_model():
-    if not _has_english_models():
-        pytest.skip(f"no stanza English constituency model in {DEFAULT_MODEL_DIR} "
-                    "(stanza.download('en', processors='tokenize,pos,constituency') fetches it)")
-    sentences = [
-        ["He", "didn", "&apos;t", "say", "(", "much", ")", "."],
-        ["Cats", "&amp;", "dogs", "sleep", "."],
-    ]
-    trees = StanzaParser("en", use_gpu=False).parse(sentences, first_line=1, source="<test>")
-    assert [tree.leaves for tree in trees] == [tuple(tokens) for tokens in sentences]
-    for tree, tokens in zip(trees, sentences):
-        tree.check()
-        assert (tree.nodes[-1].start, tree.nodes[-1].end) == (0, len(tokens) - 1)
 
 
 # A real pipeline: the tiny English model
@@ -322,6 +230,57 @@ def test_inference_parser_stanza_makes_the_data_bin_trees(tmp_path, stanza_model
         "--inference-parser-model-dir", str(stanza_models)]))
     check_inference_trees(task)
     assert task.inference_trees.labels_unknown == {}
+
+
+@pytest.fixture(scope="module")
+def tiny_parser(stanza_models):
+    return StanzaParser("en", model_dir=str(stanza_models), use_gpu=False)
+
+
+ESCAPED = "he said &quot; Mary &apos;s dog -LRB- a cat -RRB- &amp; ( it ) slept &quot; .".split()
+
+
+def test_stanza_reads_the_words_unescaped_and_the_tree_keeps_the_corpus_tokens(tiny_parser, monkeypatch):
+    """As the spaCy back-end, through the same function (tree_fairseq.trees.unescape)."""
+    read = []
+    pipeline = tiny_parser.pipeline
+    monkeypatch.setattr(tiny_parser, "pipeline", lambda words: read.append(words) or pipeline(words))
+    tree, = tiny_parser.parse([ESCAPED], 1, "text")
+    assert read == [[["he", "said", '"', "Mary", "'s", "dog", "(", "a", "cat", ")", "&", "(", "it", ")", "slept",
+                      '"', "."]]]
+    assert read[0][0] == [unescape(token) for token in ESCAPED]
+    assert list(tree.leaves) == ESCAPED
+
+
+def test_the_trees_carry_the_tags_the_parser_read(tiny_parser):
+    """The preterminals are the pipeline's tagger's tags, in the column the constituency model reads
+    (this one was trained without retagging: UPOS; the tiny tagger puts PTB tags in both)."""
+    sentence, = tiny_parser.parsed_sentences([[unescape(token) for token in ESCAPED]])
+    column = "xpos" if tiny_parser.pipeline.processors["constituency"]._model.uses_xpos() else "upos"
+    tree, = tiny_parser.parse([ESCAPED], 1, "text")
+    assert tree.tags == tuple(getattr(word, column) for word in sentence.words)
+    assert {"DT", "NN", "NNP", "POS"} <= set(tree.tags)
+
+
+def test_pretokenised_text_is_never_expanded_and_no_mwt_model_is_loaded(tmp_path, monkeypatch, stanza_models):
+    """stanza marks no pretokenised token as a multi-word token, so an mwt model would expand nothing:
+    a model folder whose language lists one (as stanza's German, French, ... have) parses without it,
+    each token one word (no download attempted: a closed local port stands for stanza's server)."""
+    monkeypatch.setattr(stanza_parser, "DEFAULT_RESOURCES_URL", "http://127.0.0.1:9")
+    models = tmp_path / "models"
+    shutil.copytree(stanza_models, models)
+    resources = json.loads((models / "resources.json").read_text())
+    resources["en"]["mwt"] = {"tiny": {}}
+    resources["en"]["default_processors"]["mwt"] = "tiny"
+    resources["en"]["packages"]["default"]["mwt"] = "tiny"
+    (models / "resources.json").write_text(json.dumps(resources))
+    parser = StanzaParser("en", model_dir=str(models), use_gpu=False)
+    assert list(parser.pipeline.processors) == ["tokenize", "pos", "constituency"]
+    tokens = "they can&apos;t see John&apos;s cat .".split()
+    sentence, = parser.parsed_sentences([[unescape(token) for token in tokens]])
+    assert [[word.text for word in token.words] for token in sentence.tokens] == [
+        [unescape(token)] for token in tokens]
+    assert list(parser.parse([tokens], 1, "text")[0].leaves) == tokens
 
 
 # A sentence stanza's parser gets stuck on

@@ -9,7 +9,7 @@ import torch
 from conftest import shared_data
 from tree_fairseq.trees import (
     Node, Tree, TreeError, align, canonical, expand_subwords, group_pieces, node_tensors,
-    parse_tree, read_bracketed, trivial_tree,
+    parse_tree, read_bracketed, tree_over_tokens, trivial_tree,
 )
 
 
@@ -319,3 +319,49 @@ def _words_without_traces(raw):
     if raw.label == "-NONE-":
         return []
     return [w for child in raw.children for w in _words_without_traces(child)]
+
+
+# A parser's multi-word tokens (CoNLL-U's 3-4 zum over 3 zu, 4 dem)
+
+
+def _tree(leaves, nodes):
+    return Tree(tuple(leaves), tuple(Node(label, s, e) for label, s, e in nodes))
+
+
+def test_tree_over_tokens_one_word_each_keeps_the_tree():
+    tree = _tree("Er geht nach Hause .".split(), [("PP", 2, 3), ("VP", 1, 3), ("S", 0, 4)])
+    assert tree_over_tokens(tree, list(tree.leaves), [[leaf] for leaf in tree.leaves]) == tree
+
+
+def test_tree_over_tokens_collapses_an_expanded_token():
+    # zum -> zu dem; the NP over "dem Bahnhof" keeps only Bahnhof and vanishes.
+    tree = _tree("Er geht zu dem Bahnhof .".split(),
+                 [("NP", 3, 4), ("PP", 2, 4), ("VP", 1, 4), ("S", 0, 5)])
+    over_tokens = tree_over_tokens(tree, "Er geht zum Bahnhof .".split(),
+                                   [["Er"], ["geht"], ["zu", "dem"], ["Bahnhof"], ["."]])
+    over_tokens.check()
+    assert over_tokens.leaves == ("Er", "geht", "zum", "Bahnhof", ".")
+    assert spans(over_tokens) == [("PP", 2, 3), ("VP", 1, 3), ("S", 0, 4)]
+
+
+def test_tree_over_tokens_merges_equal_spans_under_the_upper_label():
+    # Tokens ab, c, d, ef; XP covers b c d e and YP c d: both become tokens 1-2.
+    tree = _tree("a b c d e f".split(), [("YP", 2, 3), ("XP", 1, 4), ("S", 0, 5)])
+    over_tokens = tree_over_tokens(tree, ["ab", "c", "d", "ef"],
+                                   [["a", "b"], ["c"], ["d"], ["e", "f"]])
+    over_tokens.check()
+    assert spans(over_tokens) == [("XP", 1, 2), ("S", 0, 3)]
+
+
+def test_tree_over_tokens_never_crosses():
+    # The words of one token in two sibling constituents: neither keeps two tokens.
+    tree = _tree("a zu dem b".split(), [("A", 0, 1), ("B", 2, 3), ("S", 0, 3)])
+    over_tokens = tree_over_tokens(tree, ["a", "zum", "b"], [["a"], ["zu", "dem"], ["b"]])
+    over_tokens.check()
+    assert spans(over_tokens) == [("S", 0, 2)]
+
+
+def test_tree_over_tokens_rejects_leaves_that_are_not_the_words():
+    tree = _tree("a b c".split(), [("S", 0, 2)])
+    with pytest.raises(TreeError, match="leaves 'a b c' are not the words 'a b x c'"):
+        tree_over_tokens(tree, ["a", "bx", "c"], [["a"], ["b", "x"], ["c"]])

@@ -1,32 +1,33 @@
 """stanza's constituency parser behind the :class:`~tree_fairseq.parsing.Parser`
 interface: tokenised sentences in, normal-form trees over exactly those tokens out.
 
-stanza gets one sentence per input line, already tokenised, with the Moses
-escapes undone (it never saw ``&apos;``). Its tree is read over stanza's words,
-brought back to stanza's tokens where multi-word-token expansion split one
-(German ``zum`` -> ``zu dem``), and aligned to the corpus tokens with
-:func:`~tree_fairseq.trees.align`.
+stanza gets one sentence per input line, pretokenised: its words are the line's tokens, with the
+Moses and PTB escapes undone as for every parser (:func:`~tree_fairseq.trees.unescape`, shared with
+the spaCy back-end: ``&apos;s`` -> ``'s``, ``-LRB-`` -> ``(``). Over pretokenised text stanza marks
+no token as a multi-word token, so nothing is expanded: German ``zum`` is one word, not ``zu dem``,
+and no mwt model is loaded. Its tree is aligned to the corpus tokens with
+:func:`~tree_fairseq.trees.align`; each word keeps as its preterminal the tag the constituency
+parser read, the pipeline's tagger's (UPOS or XPOS, whichever the parser was trained on).
+
+A sentence the parser gives up on (stanza drops it and fails the whole call) is found by parsing
+the call's sentences again in halves, and handed to ``--on-failure``.
 
 Models are read from the model dir only. Missing ones are downloaded once; when
 stanza's resource server cannot be reached the constructor fails within
 seconds, naming the command that fetches them.
 """
 
-import html
 import sys
 
 import requests
 import stanza
 import torch
-from stanza.resources.common import (DEFAULT_MODEL_DIR, DEFAULT_RESOURCES_URL, get_language_resources,
-                                     load_resources_json)
+from stanza.resources.common import DEFAULT_MODEL_DIR, DEFAULT_RESOURCES_URL
 
-from tree_fairseq.trees import RawTree, Tree, TreeError, align, located, normalize, tree_over_tokens
+from tree_fairseq.trees import RawTree, Tree, TreeError, align, located, normalize, unescape
 from tree_fairseq.trees.bracketed import escape_label
 from tree_fairseq.trees.tree import strip_function_tags
 
-# stanza.download adds mwt for a language that has it; a pipeline over
-# pretokenized text does not, see _load_pipeline.
 PROCESSORS = "tokenize,pos,constituency"
 # Without it a blocked connection would hang the first request for minutes.
 NETWORK_TIMEOUT_S = 5
@@ -54,7 +55,7 @@ class StanzaParser:
             raise ValueError(f"stanza has no constituency parser for language {lang!r}")
 
     def parse(self, sentences: list[list[str]], first_line: int, source: str) -> list[Tree]:
-        parsed = self.parsed_sentences([[html.unescape(token) for token in tokens] for tokens in sentences])
+        parsed = self.parsed_sentences([[unescape(token) for token in tokens] for tokens in sentences])
         return document_trees(parsed, sentences, first_line, source, self.failures)
 
     def parsed_sentences(self, words: list[list[str]]) -> list:
@@ -83,14 +84,8 @@ class StanzaParser:
 
 def _load_pipeline(lang: str, model_dir: str, options: dict) -> stanza.Pipeline:
     """The pipeline from the models in ``model_dir``, never downloading;
-    FileNotFoundError when some are missing.
-
-    mwt runs where the language has it, but stanza expands only the tokens its
-    tokenizer marked, and over pretokenized text (stanza 1.15) it marks none.
-    """
-    has_mwt = "mwt" in (get_language_resources(load_resources_json(model_dir), lang) or {})
-    processors = "tokenize,mwt,pos,constituency" if has_mwt else PROCESSORS
-    return stanza.Pipeline(lang, model_dir=model_dir, processors=processors, download_method=None,
+    FileNotFoundError when some are missing."""
+    return stanza.Pipeline(lang, model_dir=model_dir, processors=PROCESSORS, download_method=None,
                            logging_level="WARN", **options)
 
 
@@ -111,8 +106,6 @@ def document_trees(parsed: list, sentences: list[list[str]], first_line: int, so
             if getattr(sentence, "constituency", None) is None:
                 raise TreeError("stanza gave no constituency tree")
             tree = normalize([raw_tree(sentence.constituency)])
-            tree = tree_over_tokens(tree, [token.text for token in sentence.tokens],
-                                    [[word.text for word in token.words] for token in sentence.tokens])
         except TreeError as error:
             if failures is None:
                 raise located(error, source, first_line + i) from None
