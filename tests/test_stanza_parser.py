@@ -212,24 +212,125 @@ def _pieces(word: str) -> str:
     return " ".join([part + "@@" for part in parts[:-1]] + parts[-1:])
 
 
-def test_inference_parser_stanza_makes_the_data_bin_trees(tmp_path, stanza_models, stanza_trees):
-    """fairseq-interactive's dataset (the task's build_dataset_for_inference): the words recovered
-    from the BPE pieces, parsed by --inference-parser stanza in one batch, give the data-bin's trees."""
+@pytest.fixture(scope="module")
+def stanza_databin(tmp_path_factory, stanza_trees):
+    """TEXT and its stanza trees through tree-fairseq-preprocess (en -> de, a copy task), every word
+    split into two-letter pieces."""
+    text = tmp_path_factory.mktemp("stanza_text")
     splits = {"train": (TEXT, stanza_trees), "valid": (TEXT[:4], stanza_trees[:4]), "test": (TEXT, stanza_trees)}
     for split, (lines, trees) in splits.items():
         bpe = [" ".join(_pieces(word) for word in line.split()) for line in lines]
         for suffix, content in (("en", bpe), ("de", lines), ("tree.en", trees)):
-            (tmp_path / f"{split}.{suffix}").write_text("".join(line + "\n" for line in content), encoding="utf-8")
-    databin = tmp_path / "bin"
-    preprocess_cli.main(["--source-lang", "en", "--target-lang", "de", "--trainpref", str(tmp_path / "train"),
-                         "--validpref", str(tmp_path / "valid"), "--testpref", str(tmp_path / "test"),
+            (text / f"{split}.{suffix}").write_text("".join(line + "\n" for line in content), encoding="utf-8")
+    databin = tmp_path_factory.mktemp("stanza_bin") / "bin"
+    preprocess_cli.main(["--source-lang", "en", "--target-lang", "de", "--trainpref", str(text / "train"),
+                         "--validpref", str(text / "valid"), "--testpref", str(text / "test"),
                          "--destdir", str(databin), "--joined-dictionary", "--workers", "1"])
+    return databin
+
+
+def _model_files(models) -> dict[str, str]:
+    return {kind: str(models / "en" / kind / "tiny.pt") for kind in ("pos", "constituency", "pretrain")}
+
+
+@pytest.mark.parametrize("models", ["folder", "files"])
+def test_inference_parser_stanza_makes_the_data_bin_trees(tmp_path, stanza_models, stanza_databin, models):
+    """fairseq-interactive's dataset (the task's build_dataset_for_inference): the words recovered
+    from the BPE pieces, parsed by --inference-parser stanza in one batch, give the data-bin's trees,
+    with the model folder or with the model files alone."""
+    if models == "folder":
+        flags = ["--inference-parser-model-dir", str(stanza_models)]
+    else:
+        files = _model_files(stanza_models)
+        flags = ["--inference-parser-model-dir", str(tmp_path / "no_models"),
+                 "--inference-stanza-pos-model", files["pos"],
+                 "--inference-stanza-constituency-model", files["constituency"],
+                 "--inference-stanza-pretrain", files["pretrain"]]
     task = tasks.setup_task(options.parse_args_and_arch(options.get_training_parser(), [
-        str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
-        "--source-lang", "en", "--target-lang", "de", "--inference-parser", "stanza",
-        "--inference-parser-model-dir", str(stanza_models)]))
+        str(stanza_databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
+        "--source-lang", "en", "--target-lang", "de", "--inference-parser", "stanza", *flags]))
     check_inference_trees(task)
     assert task.inference_trees.labels_unknown == {}
+
+
+# Choosing the model
+
+
+def _no_network(monkeypatch):
+    """A closed local port stands for stanza's server: no test run downloads."""
+    monkeypatch.setattr(stanza_parser, "DEFAULT_RESOURCES_URL", "http://127.0.0.1:9")
+
+
+def _cli_error(tmp_path, models, *args) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        _parse_cli(tmp_path, models, TEXT, *args)
+    return str(exit_info.value.code)
+
+
+def test_a_package_other_than_the_default_by_name(tmp_path, monkeypatch, stanza_models, stanza_trees):
+    """A model folder whose default English parser (big) was never downloaded, beside the tiny one,
+    also the parser of the package small."""
+    _no_network(monkeypatch)
+    models = tmp_path / "models"
+    shutil.copytree(stanza_models, models)
+    resources = json.loads((models / "resources.json").read_text())
+    english = resources["en"]
+    english["constituency"]["big"] = english["constituency"]["tiny"]
+    english["packages"] = {"default": {"tokenize": "tiny", "pos": "tiny", "constituency": "big"},
+                           "small": {"tokenize": "tiny", "pos": "tiny", "constituency": "tiny"}}
+    (models / "resources.json").write_text(json.dumps(resources))
+    message = _cli_error(tmp_path, models)
+    assert "the stanza models for language 'en' are not in" in message
+    assert "stanza.download('en', processors='tokenize,pos,constituency', model_dir=" in message
+    for package in ("constituency=tiny", "small", " pos = tiny , constituency=tiny"):
+        assert _parse_cli(tmp_path, models, TEXT, "--stanza-package", package) == stanza_trees, package
+    assert ("no package 'tiny' of the whole en pipeline in" in _cli_error(tmp_path, models, "--stanza-package", "tiny")
+            and "(its packages: default, small; its constituency parsers: big, tiny); for its constituency parser "
+            "tiny give constituency=tiny" in _cli_error(tmp_path, models, "--stanza-package", "tiny"))
+    assert "no pos package 'nope' for en in" in _cli_error(tmp_path, models, "--stanza-package", "pos=nope")
+    assert "'lemma=x' is not PROCESSOR=NAME" in _cli_error(tmp_path, models, "--stanza-package", "lemma=x")
+    # A package that is listed but not downloaded: the fetch command names it.
+    assert ("stanza.download('en', processors='tokenize,pos,constituency', package={'constituency': 'big'}, "
+            in _cli_error(tmp_path, models, "--stanza-package", "constituency=big"))
+
+
+def test_model_files_alone_make_the_pipeline(tmp_path, monkeypatch, stanza_models, stanza_trees):
+    """The tagger, parser and word-vector files copied from elsewhere, no model folder: nothing is
+    downloaded or written."""
+    _no_network(monkeypatch)
+    files = {kind: tmp_path / f"{kind}.pt" for kind in ("pos", "constituency", "pretrain")}
+    for kind, path in _model_files(stanza_models).items():
+        shutil.copy(path, files[kind])
+    flags = ["--stanza-pos-model", str(files["pos"]), "--stanza-constituency-model", str(files["constituency"]),
+             "--stanza-pretrain", str(files["pretrain"])]
+    no_models = tmp_path / "no_models"
+    assert _parse_cli(tmp_path, no_models, TEXT, *flags) == stanza_trees
+    assert not no_models.exists()
+    # A file that is not there is named; one file without a folder's models leaves the rest to download.
+    assert f"stanza's pos model {tmp_path / 'x.pt'}: no such file" in _cli_error(
+        tmp_path, no_models, *flags, "--stanza-pos-model", str(tmp_path / "x.pt"))
+    assert "are not in" in _cli_error(tmp_path, no_models, flags[0], flags[1])
+    # Files in place of a complete folder's: the files' tagger, the folder's parser.
+    assert _parse_cli(tmp_path, stanza_models, TEXT, *flags[:2], *flags[4:]) == stanza_trees
+
+
+def test_chunks_of_another_model_are_not_reused(tmp_path, monkeypatch, capsys, stanza_models, stanza_trees):
+    parse = StanzaParser.parse
+
+    def interrupted_on_second_chunk(self, sentences, first_line, source):
+        if first_line == 5:
+            raise KeyboardInterrupt
+        return parse(self, sentences, first_line, source)
+
+    monkeypatch.setattr(StanzaParser, "parse", interrupted_on_second_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        _parse_cli(tmp_path, stanza_models, TEXT, "--chunk-size", "4")
+    assert (tmp_path / "trees.parts" / "00000000.trees").exists()
+    monkeypatch.setattr(StanzaParser, "parse", parse)
+    other = tmp_path / "other_models"
+    shutil.copytree(stanza_models, other)
+    assert _parse_cli(tmp_path, other, TEXT, "--chunk-size", "4") == stanza_trees
+    assert "holds chunks of a run with other input or options" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")

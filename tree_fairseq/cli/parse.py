@@ -10,6 +10,11 @@ for a function tag is percent-escaped (German ``$(`` -> ``$%28``), and read back
 A line holding other whitespace (tab, no-break space, ...) is refused: subword-nmt would keep it
 inside a word where the trees split there.
 
+``stanza`` reads its models from ``--model-dir`` (a folder laid out as ``stanza.download`` lays one
+out; stanza's own by default), the language's default package or ``--stanza-package``'s, or
+from model files given one by one (``--stanza-pos-model``, ``--stanza-constituency-model``,
+``--stanza-pretrain``): :mod:`tree_fairseq.parsing.stanza_parser`.
+
 ``spacy`` and ``conllu`` give dependency parses; each is turned into phrase structure by head
 projection (``--dependency-tree-shape``, :mod:`tree_fairseq.trees.dependency`). Arcs lifted to
 make a parse projective are counted and reported at the end.
@@ -32,7 +37,7 @@ discarded. Options are checked before anything is written.
 One run at a time writes an output: a second run on the same ``--output`` is refused while the
 first holds ``OUTPUT.lock``. The output cannot be the input (or ``--trees``) file, nor a device.
 
-``--on-failure``: a sentence the parser could not parse (stanza gave no tree; a
+``--on-failure``: a sentence the parser could not parse (stanza gave up on it; a
 ``--trees`` line that is empty, ``null``, ``( )`` or broken) stops the run by
 default; ``balanced``/``left``/``right`` give it that trivial tree over its
 tokens instead, so that nothing is dropped and the lines stay aligned. Those
@@ -87,7 +92,20 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lang", help="language code of the text (stanza)")
     parser.add_argument("--trees", help="parser output to align: one bracketed tree per line (bracketed) or "
                         "one CoNLL-U sentence block per line (conllu)")
-    parser.add_argument("--model-dir", help="where stanza models are kept (default: stanza's)")
+    parser.add_argument("--model-dir", help="stanza's model folder, as stanza.download lays it out (resources.json, "
+                        "LANG/pos/..., LANG/constituency/...; default: stanza's own, or $STANZA_RESOURCES_DIR); "
+                        "missing models are downloaded there")
+    parser.add_argument("--stanza-package", metavar="NAME|PROCESSOR=NAME,...",
+                        help="stanza's models other than the language's default: NAME, a package of the whole "
+                        "pipeline (e.g. default_accurate), or the packages of some of its processors (tokenize, pos, "
+                        "constituency; e.g. constituency=wsj), as stanza's package argument")
+    parser.add_argument("--stanza-pos-model", metavar="FILE",
+                        help="stanza's tagger model file, in place of the model folder's (with "
+                        "--stanza-constituency-model, the two files make the pipeline without a model folder)")
+    parser.add_argument("--stanza-constituency-model", metavar="FILE",
+                        help="stanza's constituency parser model file, in place of the model folder's")
+    parser.add_argument("--stanza-pretrain", metavar="FILE",
+                        help="the word vectors (stanza's pretrain .pt file) the tagger and parser files were trained with")
     parser.add_argument("--spacy-model", metavar="NAME_OR_PATH",
                         help="the spaCy pipeline (spacy): an installed package such as en_core_web_sm, or a "
                         "directory; nothing is downloaded")
@@ -111,7 +129,7 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunk-size", type=_positive_int, default=2000,
                         help="lines per resumable chunk (default 2000)")
     parser.add_argument("--on-failure", choices=ON_FAILURE, default="error",
-                        help="a sentence the parser could not parse (stanza gave no tree; a --trees line that is "
+                        help="a sentence the parser could not parse (stanza gave up on it; a --trees line that is "
                         "empty, null, '( )' or broken; a CoNLL-U block without words or not well-formed): error "
                         "stops the run (default); balanced/left/right give it "
                         "that trivial tree over its tokens, count it and list its line in OUTPUT.failures")
@@ -141,6 +159,12 @@ def parse_file(args: argparse.Namespace) -> None:
     _check_heads(args)
     with output_lock(args.output, "--output"):
         _parse_file(args)
+
+
+def stanza_model_files(args: argparse.Namespace) -> dict[str, str | None]:
+    """The stanza model files given one by one, by kind."""
+    return {"pos": args.stanza_pos_model, "constituency": args.stanza_constituency_model,
+            "pretrain": args.stanza_pretrain}
 
 
 def _check_output(args: argparse.Namespace) -> None:
@@ -198,11 +222,15 @@ def _parse_file(args: argparse.Namespace) -> None:
     parser = make_parser(args.parser, lang=args.lang, trees=args.trees, model_dir=args.model_dir,
                          batch_size=args.batch_size, use_gpu=False if args.cpu else None,
                          on_failure=args.on_failure, spacy_model=args.spacy_model,
-                         dependency_shape=args.dependency_tree_shape)
+                         dependency_shape=args.dependency_tree_shape, stanza_package=args.stanza_package,
+                         stanza_model_files=stanza_model_files(args))
     if args.parser in ("spacy", "conllu"):
         # Another pipeline version parses differently: its chunks are not reused.
         manifest.update(dependency_tree_shape=args.dependency_tree_shape,
                         spacy_model=getattr(parser, "version", None))
+    if args.parser == "stanza":
+        # Nor are those of other stanza models.
+        manifest.update(stanza_model=getattr(parser, "version", None))
     if args.heads is not None:
         # Chunks of a run without heads (or other ones) have none to join.
         manifest.update(heads=args.heads_control or "parser",

@@ -43,13 +43,15 @@ class InferenceTrees:
     never translates raw text never loads stanza) or a :class:`~tree_fairseq.parsing.Parser`.
     Use the parser the training data was parsed with, and its ``subword_label`` (one of
     :data:`~tree_fairseq.trees.SUBWORD_LABELS`, as tree-fairseq-preprocess --subword-label);
-    for ``spacy`` its pipeline (``spacy_model``) and ``dependency_shape``, as tree-fairseq-parse.
+    for ``spacy`` its pipeline (``spacy_model``) and ``dependency_shape``, for ``stanza`` its
+    models (``parser_model_dir``, ``stanza_package``, ``stanza_model_files``), as tree-fairseq-parse.
     """
 
     def __init__(self, src_dict: Dictionary, node_dict: Dictionary, parser: str | Parser,
                  subword_format: str = "subword_nmt", lang: str | None = None,
                  parser_model_dir: str | None = None, subword_label: str = "pos",
-                 spacy_model: str | None = None, dependency_shape: str = "layered"):
+                 spacy_model: str | None = None, dependency_shape: str = "layered",
+                 stanza_package: str | None = None, stanza_model_files: dict[str, str | None] | None = None):
         if isinstance(parser, str) and parser not in INFERENCE_PARSERS:
             raise ValueError(f"parser {parser!r} cannot parse raw text; one of {INFERENCE_PARSERS}")
         if parser == "spacy" and not spacy_model:
@@ -66,6 +68,8 @@ class InferenceTrees:
         self._parser_model_dir = parser_model_dir
         self._spacy_model = spacy_model
         self._dependency_shape = dependency_shape
+        self._stanza_package = stanza_package
+        self._stanza_model_files = stanza_model_files
         self._trees: dict[tuple[int, ...], tuple[Tensor, Tensor]] = {}
         self.labels_seen: Counter = Counter()  # every node label encoded so far
         self.labels_unknown: Counter = Counter()  # those unseen in training
@@ -75,7 +79,9 @@ class InferenceTrees:
     def parser(self) -> Parser:
         if isinstance(self._parser, str):
             self._parser = make_parser(self._parser, lang=self._lang, model_dir=self._parser_model_dir,
-                                       spacy_model=self._spacy_model, dependency_shape=self._dependency_shape)
+                                       spacy_model=self._spacy_model, dependency_shape=self._dependency_shape,
+                                       stanza_package=self._stanza_package,
+                                       stanza_model_files=self._stanza_model_files)
         return self._parser
 
     def dataset(self, src_tokens: list[Tensor], src_lengths: list[int], tgt_dict: Dictionary | None = None,

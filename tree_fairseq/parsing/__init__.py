@@ -234,11 +234,13 @@ def check_parser_options(name: str, lang: str | None = None, trees: str | None =
 def make_parser(name: str, lang: str | None = None, trees: str | None = None,
                 model_dir: str | None = None, batch_size: int = 64, use_gpu: bool | None = None,
                 on_failure: str = "error", spacy_model: str | None = None,
-                dependency_shape: str = "layered") -> Parser:
+                dependency_shape: str = "layered", stanza_package: str | None = None,
+                stanza_model_files: dict[str, str | None] | None = None) -> Parser:
     """A parser by name. ``on_failure`` (:data:`ON_FAILURE`): what a sentence the parser could
     not parse gets (trivial parsers never fail); its lines are in the parser's
     ``failures.failed``. ``dependency_shape`` (:data:`DEPENDENCY_TREE_SHAPES`): the phrase
-    structure the dependency back-ends (spacy, conllu) make."""
+    structure the dependency back-ends (spacy, conllu) make. ``model_dir``, ``stanza_package`` and
+    ``stanza_model_files`` choose stanza's models (:class:`~tree_fairseq.parsing.stanza_parser.StanzaParser`)."""
     check_parser_options(name, lang, trees, spacy_model)
     if name in TRIVIAL_SHAPES:
         return TrivialParser(name)
@@ -254,5 +256,5 @@ def make_parser(name: str, lang: str | None = None, trees: str | None = None,
         from tree_fairseq.parsing.stanza_parser import StanzaParser
 
         return StanzaParser(lang, model_dir=model_dir, batch_size=batch_size, use_gpu=use_gpu,
-                            on_failure=on_failure)
+                            on_failure=on_failure, package=stanza_package, model_files=stanza_model_files)
     raise ValueError(f"unknown parser {name!r}; one of {PARSERS}")

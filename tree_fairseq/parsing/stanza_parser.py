@@ -12,47 +12,82 @@ parser read, the pipeline's tagger's (UPOS or XPOS, whichever the parser was tra
 A sentence the parser gives up on (stanza drops it and fails the whole call) is found by parsing
 the call's sentences again in halves, and handed to ``--on-failure``.
 
-Models are read from the model dir only. Missing ones are downloaded once; when
-stanza's resource server cannot be reached the constructor fails within
+Models are read from a model folder laid out as ``stanza.download`` lays one out (its
+``resources.json`` names each language's packages), stanza's own by default, or from model files
+given one by one; a package other than the language's default is chosen by name. Missing ones are
+downloaded once; when stanza's resource server cannot be reached the constructor fails within
 seconds, naming the command that fetches them.
 """
 
+import os
 import sys
+import tempfile
 
 import requests
 import stanza
 import torch
-from stanza.resources.common import DEFAULT_MODEL_DIR, DEFAULT_RESOURCES_URL
+from stanza.resources.common import (DEFAULT_MODEL_DIR, DEFAULT_RESOURCES_URL, get_language_resources,
+                                     load_resources_json)
 
 from tree_fairseq.trees import RawTree, Tree, TreeError, align, located, normalize, unescape
 from tree_fairseq.trees.bracketed import escape_label
 from tree_fairseq.trees.tree import strip_function_tags
 
 PROCESSORS = "tokenize,pos,constituency"
+# The model files that may be given instead of a model folder's.
+MODEL_FILES = ("pos", "constituency", "pretrain")
 # Without it a blocked connection would hang the first request for minutes.
 NETWORK_TIMEOUT_S = 5
 
 
 class StanzaParser:
+    """stanza's pipeline for ``lang``: its models from the model folder ``model_dir`` (stanza's own
+    by default), the language's default package unless ``package`` names another
+    (:func:`stanza_package`), each of ``model_files`` (``{"pos": FILE, "constituency": FILE,
+    "pretrain": FILE}``) in place of the folder's. A folder without models for the language gets
+    them downloaded, unless ``model_files`` names both the tagger and the parser: those files alone
+    (with the word vectors of ``pretrain``) then make the pipeline, with nothing downloaded."""
+
     def __init__(self, lang: str, model_dir: str | None = None, batch_size: int = 64,
-                 use_gpu: bool | None = None, on_failure: str = "error"):
+                 use_gpu: bool | None = None, on_failure: str = "error", package: str | None = None,
+                 model_files: dict[str, str | None] | None = None):
         from tree_fairseq.parsing import Failures
 
         self.failures = Failures(on_failure)
-        check_language(lang)
         model_dir = model_dir or DEFAULT_MODEL_DIR
+        files = {kind: path for kind, path in (model_files or {}).items() if path}
+        for kind, path in files.items():
+            if kind not in MODEL_FILES:
+                raise ValueError(f"unknown stanza model file {kind!r}; one of {MODEL_FILES}")
+            if not os.path.isfile(path):
+                raise ValueError(f"stanza's {kind} model {path}: no such file")
+        files_alone = {"pos", "constituency"} <= files.keys() and not _has_language(model_dir, lang)
+        if not files_alone:
+            check_language(lang)
+        package = stanza_package(package)
         options = dict(
             tokenize_pretokenized=True,  # one input line is one sentence, never re-split
             pos_batch_size=batch_size, constituency_batch_size=batch_size,
             use_gpu=torch.cuda.is_available() if use_gpu is None else use_gpu,
+            **{f"{kind}_model_path": files[kind] for kind in ("pos", "constituency") if kind in files},
+            **({"pos_pretrain_path": files["pretrain"], "constituency_pretrain_path": files["pretrain"]}
+               if "pretrain" in files else {}),
         )
-        try:
-            self.pipeline = _load_pipeline(lang, model_dir, options)
-        except FileNotFoundError:
-            download_models(lang, model_dir)
-            self.pipeline = _load_pipeline(lang, model_dir, options)
+        if files_alone:
+            self.pipeline = _pipeline_from_files(lang, model_dir, options)
+        else:
+            try:
+                self.pipeline = _load_pipeline(lang, model_dir, package, options)
+            except FileNotFoundError:
+                download_models(lang, model_dir, package)
+                self.pipeline = _load_pipeline(lang, model_dir, package, options)
         if "constituency" not in self.pipeline.processors:
             raise ValueError(f"stanza has no constituency parser for language {lang!r}")
+        # What a resumed tree-fairseq-parse must find unchanged to reuse its chunks.
+        paths = [self.pipeline.config.get(f"{name}_path") for name in ("pos_model", "pos_pretrain", "constituency_model",
+                                                                      "constituency_pretrain")]
+        self.version = f"stanza {stanza.__version__}: " + ", ".join(
+            f"{path} ({os.path.getsize(path)} bytes)" for path in paths if path)
 
     def parse(self, sentences: list[list[str]], first_line: int, source: str) -> list[Tree]:
         parsed = self.parsed_sentences([[unescape(token) for token in tokens] for tokens in sentences])
@@ -82,11 +117,69 @@ class StanzaParser:
         return document.sentences
 
 
-def _load_pipeline(lang: str, model_dir: str, options: dict) -> stanza.Pipeline:
+def stanza_package(text: str | None) -> str | dict[str, str] | None:
+    """stanza's ``package`` from ``--stanza-package``: ``NAME``, a package of the whole pipeline
+    (``default``, ``default_accurate``: stanza's ``package="NAME"``), or ``PROCESSOR=NAME,...``,
+    the package of some of the processors (``constituency=wsj``: stanza's ``package={"constituency":
+    "wsj"}``, the others the language's default)."""
+    if not text or "=" not in text:
+        return text or None
+    package = {}
+    for item in text.split(","):
+        processor, _, name = item.partition("=")
+        if processor.strip() not in PROCESSORS.split(",") or not name.strip():
+            raise ValueError(f"stanza package {text!r}: {item!r} is not PROCESSOR=NAME with a processor of "
+                             f"{PROCESSORS} (e.g. constituency=wsj), nor is the whole a package name")
+        package[processor.strip()] = name.strip()
+    return package
+
+
+def _has_language(model_dir: str, lang: str) -> bool:
+    try:
+        return get_language_resources(load_resources_json(model_dir), lang) is not None
+    except FileNotFoundError:
+        return False
+
+
+def _load_pipeline(lang: str, model_dir: str, package, options: dict) -> stanza.Pipeline:
     """The pipeline from the models in ``model_dir``, never downloading;
-    FileNotFoundError when some are missing."""
+    FileNotFoundError when some are missing (or the folder's resources.json)."""
+    _check_package(load_resources_json(model_dir), lang, package, model_dir)
     return stanza.Pipeline(lang, model_dir=model_dir, processors=PROCESSORS, download_method=None,
-                           logging_level="WARN", **options)
+                           logging_level="WARN", **({"package": package} if package else {}), **options)
+
+
+def _check_package(resources: dict, lang: str, package, model_dir: str) -> None:
+    """ValueError for a package the folder's resources do not list, which stanza would skip with a
+    warning (and then fail to find a tagger or parser)."""
+    language = get_language_resources(resources, lang)
+    if not package or language is None:
+        return
+    bundles = sorted(language.get("packages", {}))
+    if isinstance(package, str):
+        if package not in bundles:
+            parsers = sorted(language.get("constituency", {}))
+            hint = f"; for its constituency parser {package} give constituency={package}" if package in parsers else ""
+            raise ValueError(f"stanza has no package {package!r} of the whole {lang} pipeline in {model_dir} (its "
+                             f"packages: {', '.join(bundles)}; its constituency parsers: {', '.join(parsers)}){hint}")
+        return
+    for processor, name in package.items():
+        known = sorted(language.get(processor, {}))
+        if name not in known and name not in bundles:
+            raise ValueError(f"stanza has no {processor} package {name!r} for {lang} in {model_dir} (its {processor} "
+                             f"packages: {', '.join(known)}; of the whole pipeline: {', '.join(bundles)})")
+
+
+def _pipeline_from_files(lang: str, model_dir: str, options: dict) -> stanza.Pipeline:
+    """The pipeline of the model files in ``options`` alone. stanza reads a resources.json even
+    then; an empty one, with ``allow_unknown_language``, makes it load just the files given."""
+    with tempfile.TemporaryDirectory() as empty:
+        resources = os.path.join(empty, "resources.json")
+        with open(resources, "w", encoding="utf-8") as f:
+            f.write("{}")
+        return stanza.Pipeline(lang, model_dir=model_dir, processors=PROCESSORS, download_method=None,
+                               logging_level="WARN", allow_unknown_language=True, resources_filepath=resources,
+                               **options)
 
 
 def document_trees(parsed: list, sentences: list[list[str]], first_line: int, source: str,
@@ -155,24 +248,27 @@ def check_language(lang: str) -> None:
                          "--parser conllu")
 
 
-def download_models(lang: str, model_dir: str) -> None:
+def download_models(lang: str, model_dir: str, package=None) -> None:
     """Fetch the models with ``stanza.download``; when that fails, raise
     ValueError with the command that fetches them."""
     try:
         requests.head(DEFAULT_RESOURCES_URL, timeout=NETWORK_TIMEOUT_S)
     except requests.RequestException as error:
-        raise _missing_models(lang, model_dir, f"{DEFAULT_RESOURCES_URL} cannot be reached: "
-                                                f"{type(error).__name__}") from None
+        raise _missing_models(lang, model_dir, package, f"{DEFAULT_RESOURCES_URL} cannot be reached: "
+                                                         f"{type(error).__name__}") from None
     print(f"downloading the stanza models for language {lang!r} to {model_dir}", file=sys.stderr)
     try:
-        stanza.download(lang, model_dir=model_dir, processors=PROCESSORS, logging_level="WARN")
+        stanza.download(lang, model_dir=model_dir, processors=PROCESSORS, logging_level="WARN",
+                        **({"package": package} if package else {}))
     except Exception as error:  # network, HTTP and hub errors come from three libraries
-        raise _missing_models(lang, model_dir, error) from None
+        raise _missing_models(lang, model_dir, package, error) from None
 
 
-def _missing_models(lang: str, model_dir: str, reason) -> ValueError:
-    command = (f"python -c \"import stanza; stanza.download({lang!r}, processors={PROCESSORS!r}, "
+def _missing_models(lang: str, model_dir: str, package, reason) -> ValueError:
+    package_argument = f", package={package!r}" if package else ""
+    command = (f"python -c \"import stanza; stanza.download({lang!r}, processors={PROCESSORS!r}{package_argument}, "
                f"model_dir={model_dir!r})\"")
     return ValueError(f"the stanza models for language {lang!r} are not in {model_dir} and could not be "
                       f"downloaded ({reason}). Fetch them where there is network access with\n"
-                      f"  {command}\nand copy {model_dir} here.")
+                      f"  {command}\nand copy that folder here (--model-dir, or the STANZA_RESOURCES_DIR "
+                      "environment variable).")

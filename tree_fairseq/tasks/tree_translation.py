@@ -49,7 +49,21 @@ class TreeTranslationConfig(TranslationConfig):
                           "training data was parsed with"},
     )
     inference_parser_model_dir: Optional[str] = field(
-        default=None, metadata={"help": "stanza's model directory for --inference-parser stanza"}
+        default=None, metadata={"help": "stanza's model directory for --inference-parser stanza, as tree-fairseq-parse "
+                                        "--model-dir"}
+    )
+    inference_stanza_package: Optional[str] = field(
+        default=None, metadata={"help": "stanza's package for --inference-parser stanza, as tree-fairseq-parse "
+                                        "--stanza-package"}
+    )
+    inference_stanza_pos_model: Optional[str] = field(
+        default=None, metadata={"help": "stanza's tagger file, as tree-fairseq-parse --stanza-pos-model"}
+    )
+    inference_stanza_constituency_model: Optional[str] = field(
+        default=None, metadata={"help": "stanza's parser file, as tree-fairseq-parse --stanza-constituency-model"}
+    )
+    inference_stanza_pretrain: Optional[str] = field(
+        default=None, metadata={"help": "stanza's word vectors file, as tree-fairseq-parse --stanza-pretrain"}
     )
     inference_spacy_model: Optional[str] = field(
         default=None, metadata={"help": "the spaCy pipeline (package name or directory) for --inference-parser "
@@ -94,7 +108,10 @@ class TreeTranslationTask(TranslationTask):
             src_dict, self.node_dict, str(cfg.inference_parser), subword_format=_subword_format(cfg, src_dict),
             subword_label=str(cfg.subword_label), lang=cfg.source_lang,
             parser_model_dir=cfg.inference_parser_model_dir, spacy_model=cfg.inference_spacy_model,
-            dependency_shape=str(cfg.inference_dependency_tree_shape),
+            dependency_shape=str(cfg.inference_dependency_tree_shape), stanza_package=cfg.inference_stanza_package,
+            stanza_model_files={"pos": cfg.inference_stanza_pos_model,
+                                "constituency": cfg.inference_stanza_constituency_model,
+                                "pretrain": cfg.inference_stanza_pretrain},
         )
 
     @property
