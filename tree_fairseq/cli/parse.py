@@ -105,7 +105,8 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stanza-constituency-model", metavar="FILE",
                         help="stanza's constituency parser model file, in place of the model folder's")
     parser.add_argument("--stanza-pretrain", metavar="FILE",
-                        help="the word vectors (stanza's pretrain .pt file) the tagger and parser files were trained with")
+                        help="the word vectors (stanza's pretrain .pt file) the tagger and parser files were "
+                        "trained with")
     parser.add_argument("--spacy-model", metavar="NAME_OR_PATH",
                         help="the spaCy pipeline (spacy): an installed package such as en_core_web_sm, or a "
                         "directory; nothing is downloaded")

@@ -84,8 +84,8 @@ class StanzaParser:
         if "constituency" not in self.pipeline.processors:
             raise ValueError(f"stanza has no constituency parser for language {lang!r}")
         # What a resumed tree-fairseq-parse must find unchanged to reuse its chunks.
-        paths = [self.pipeline.config.get(f"{name}_path") for name in ("pos_model", "pos_pretrain", "constituency_model",
-                                                                      "constituency_pretrain")]
+        paths = [self.pipeline.config.get(f"{kind}_{name}_path") for kind in ("pos", "constituency")
+                 for name in ("model", "pretrain")]
         self.version = f"stanza {stanza.__version__}: " + ", ".join(
             f"{path} ({os.path.getsize(path)} bytes)" for path in paths if path)
 
