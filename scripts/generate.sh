@@ -53,21 +53,29 @@ shift 3
 USER_DIR=$ROOT/tree_fairseq
 
 # The task the checkpoint was trained with, the data-bin's target language (for detokenising) and
-# its subword format (sentencepiece when the target dictionary holds ▁ pieces: removed as such).
-read -r TASK TGT BPE < <("$PYTHON" - "$CHECKPOINT" "$DATA" <<'PY' 2>/dev/null
+# its subword format (sentencepiece when the target dictionary holds ▁ pieces: removed as such); or
+# why the checkpoint cannot be read (cut short by a kill or a full disk while it was written).
+INFO=$("$PYTHON" - "$CHECKPOINT" "$DATA" <<'PY' 2>/dev/null
 import os
 import sys
-import torch
-import tree_fairseq.checkpoint_compat  # noqa: F401
+from tree_fairseq.checkpoint_compat import load_checkpoint, newest_readable_checkpoint
 from fairseq.data import data_utils
-state = torch.load(sys.argv[1], map_location="cpu")
+try:
+    state = load_checkpoint(sys.argv[1], mmap=True, verify=True)
+except (ValueError, OSError) as error:
+    instead = newest_readable_checkpoint(os.path.dirname(sys.argv[1]) or ".", but=sys.argv[1])
+    print(f"error: {error}: " + (f"translate with another checkpoint of its run ({instead}), or retrain it"
+                                  if instead else "retrain it (no other checkpoint beside it can be read)"))
+    sys.exit()
 task = state["cfg"]["task"] if state.get("cfg") else vars(state["args"])
 tgt = task.get("target_lang") or data_utils.infer_language_pair(sys.argv[2].split(":")[0])[1]
 with open(os.path.join(sys.argv[2].split(":")[0], f"dict.{tgt}.txt"), encoding="utf-8") as f:
     bpe = "sentencepiece" if any(line.startswith("\u2581") for line in f) else "subword_nmt"
 print(task.get("_name") or task.get("task"), tgt, bpe)
 PY
-)
+) || true
+[[ $INFO != error:* ]] || { echo "generate.sh: $INFO" >&2; exit 1; }
+read -r TASK TGT BPE <<< "$INFO" || true
 [[ -n ${TASK:-} ]] || { echo "generate.sh: error: cannot read the task from $CHECKPOINT" >&2; exit 1; }
 TGT=${LANG_OVERRIDE:-$TGT}
 

@@ -11,6 +11,10 @@
 # and stops where it would have stopped uninterrupted: fairseq restarts its early-stop count
 # (checkpoint.patience) on a resume, so train.sh counts the validations of SAVE-DIR/train.log
 # instead and trains at most to the epoch that count allows, then counts again (not with --hydra).
+# Before a resume, a checkpoint_last.pt that cannot be read (cut short by a kill or a full disk) or
+# is of another model, and a train.log of another run (another data-bin, task, architecture or
+# language pair on its last "$ " command line), are refused in one line that says what to do
+# (tree_fairseq/cli/resume_check.py).
 #
 #   scripts/train.sh iwslt_tree_transformer iwslt14.de-en/data-bin/de-en checkpoints/tree-de-en
 set -euo pipefail
@@ -50,6 +54,16 @@ else
         "task.data=$DATA" "checkpoint.save_dir=$SAVE_DIR" "common.user_dir=$USER_DIR" "${OVERRIDES[@]}")
     ((${#CONFIG_FLAGS[@]})) || exit 1
     command=(fairseq-train "${CONFIG_FLAGS[@]}" "${FLAGS[@]}")
+fi
+if [[ -f $SAVE_DIR/checkpoint_last.pt ]]; then
+    # A resume: refuse what fairseq-train would die on, or silently take for this run.
+    train_command=("${command[@]}")
+    if [[ -n $HYDRA ]]; then  # the same config as fairseq-train flags, for the model it trains
+        mapfile -d '' CONFIG_FLAGS < <("$PYTHON" -m tree_fairseq.cli.config_args --null "$CONFIG" \
+            "task.data=$DATA" "checkpoint.save_dir=$SAVE_DIR" "common.user_dir=$USER_DIR" "${OVERRIDES[@]}")
+        train_command=(fairseq-train "${CONFIG_FLAGS[@]}")
+    fi
+    "$PYTHON" "$ROOT/tree_fairseq/cli/resume_check.py" "$SAVE_DIR" "${train_command[@]}" || exit 2
 fi
 if [[ -z $HYDRA && -f $SAVE_DIR/checkpoint_last.pt ]]; then
     # A resume: fairseq would count its patience from scratch; count over the whole log instead

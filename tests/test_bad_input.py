@@ -518,6 +518,94 @@ def test_every_sentence_too_long_says_nothing_is_left(tiny_databin, tmp_path):
     assert "Traceback" not in result.stderr
 
 
+# A checkpoint cut short (a run killed, or a disk that filled up, while it was written or copied),
+# or of another model, is named in one line by train.sh, the averaging and generate.sh
+
+
+def run_script(script, *args):
+    env = {**subprocess_env(), "PYTHON": sys.executable, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", str(ROOT / "scripts" / script), *map(str, args)], env=env, capture_output=True,
+                          text=True)
+
+
+def cut_short(checkpoint: Path, path: Path) -> str:
+    """A copy of the first half of ``checkpoint`` at ``path``; the reason the messages give."""
+    size = checkpoint.stat().st_size // 2
+    path.write_bytes(checkpoint.read_bytes()[:size])
+    return f"{path} is truncated or not a checkpoint (cut short: {size:,} bytes, without the end of its zip archive)"
+
+
+@pytest.fixture
+def save_dir(checkpoint, tmp_path):
+    """A SAVE-DIR whose checkpoint_last.pt was cut short, beside a good checkpoint_best.pt."""
+    save_dir = tmp_path / "ck"
+    save_dir.mkdir()
+    shutil.copyfile(checkpoint, save_dir / "checkpoint_best.pt")
+    return save_dir
+
+
+@pytest.mark.slow
+def test_train_sh_names_a_checkpoint_cut_short_and_the_one_to_resume_from(tiny_databin, save_dir):
+    reason = cut_short(save_dir / "checkpoint_best.pt", save_dir / "checkpoint_last.pt")
+    result = run_script("train.sh", "iwslt_tree_transformer", tiny_databin, save_dir, f"model._name={ARCH}")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"train.sh: error: {reason}: resume from the newest readable checkpoint (cp {save_dir / 'checkpoint_best.pt'} "
+        f"{save_dir / 'checkpoint_last.pt'}), or remove it to train from scratch")
+    # damaged inside, its size whole: every member's checksum is checked
+    data = bytearray((save_dir / "checkpoint_best.pt").read_bytes())
+    data[len(data) // 2: len(data) // 2 + 8] = b"\0" * 8
+    (save_dir / "checkpoint_last.pt").write_bytes(data)
+    from tree_fairseq.cli.resume_check import check
+
+    assert re.fullmatch(rf"{re.escape(str(save_dir / 'checkpoint_last.pt'))} is truncated or not a checkpoint "
+                        r"\(damaged: \S+ fails its checksum\): resume from .*", check(str(save_dir), ["fairseq-train"]))
+
+
+def test_averaging_names_a_checkpoint_cut_short_and_how_to_average_without_it(save_dir, capsys):
+    from tree_fairseq.cli import average_checkpoints
+
+    shutil.copyfile(save_dir / "checkpoint_best.pt", save_dir / "checkpoint1.pt")
+    reason = cut_short(save_dir / "checkpoint_best.pt", save_dir / "checkpoint2.pt")
+    with pytest.raises(SystemExit) as exit_info:
+        average_checkpoints.main(["--inputs", str(save_dir), "--num-epoch-checkpoints", "2",
+                                  "--output", str(save_dir / "averaged.pt")])
+    assert exit_info.value.code == (f"tree-fairseq-average-checkpoints: error: {reason}: average without it (give "
+                                    "the others as --inputs, or stop below it with --checkpoint-upper-bound 1)")
+    assert not (save_dir / "averaged.pt").exists()
+
+
+@pytest.mark.slow
+def test_generate_sh_names_a_checkpoint_cut_short_and_another_of_its_run(tiny_databin, save_dir, tmp_path):
+    reason = cut_short(save_dir / "checkpoint_best.pt", save_dir / "checkpoint_last.pt")
+    result = run_script("generate.sh", tiny_databin, save_dir / "checkpoint_last.pt", tmp_path / "out")
+    assert result.returncode == 1
+    assert result.stderr.strip() == (f"generate.sh: error: {reason}: translate with another checkpoint of its run "
+                                     f"({save_dir / 'checkpoint_best.pt'}), or retrain it")
+
+
+@pytest.mark.slow
+def test_train_sh_names_both_models_when_save_dir_holds_another(tiny_databin, save_dir):
+    shutil.copyfile(save_dir / "checkpoint_best.pt", save_dir / "checkpoint_last.pt")
+    result = run_script("train.sh", "iwslt_lowres_transformer", tiny_databin, save_dir)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"train.sh: error: {save_dir} holds a checkpoint of another architecture: checkpoint_last.pt is {ARCH}, this "
+        f"command trains transformer: choose another SAVE-DIR, or move {save_dir}/checkpoint*.pt and train.log away "
+        "to train afresh there")
+    # the same architecture in other sizes (the config's, not the tiny defaults)
+    result = run_script("train.sh", "iwslt_lowres_tree_transformer", tiny_databin, save_dir, f"model._name={ARCH}")
+    assert result.returncode == 2
+    assert (f"train.sh: error: {save_dir} holds a checkpoint of another model size: checkpoint_last.pt is {ARCH} "
+            "with decoder_embed_dim 32, ") in result.stderr
+    assert f"this command trains {ARCH} with decoder_embed_dim 256, " in result.stderr
+    # the model it holds: nothing to say
+    from tree_fairseq.cli.resume_check import check
+
+    assert check(str(save_dir), ["fairseq-train", *cli_args(tiny_databin, "tree_translation"), "--arch", ARCH,
+                                 "--share-all-embeddings"]) is None
+
+
 # Messages that point the right way
 
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
 from tree_fairseq.cli.patience import max_epoch, standing, validations
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +58,6 @@ def test_max_epoch_to_resume_with():
     assert max_epoch(log, ["fairseq-train", "data", "--patience", "5", "--max-epoch", "6"])[0] == 6
     assert max_epoch(log, ["fairseq-train", "data", "--patience", "5", "--max-epoch", "4"])[0] == 0
     assert max_epoch(log, ["fairseq-train", "data", "--patience", "2"])[0] == 0
-    assert max_epoch(log, ["fairseq-train", "data", "--patience", "5", "--validate-interval", "2"])[0] == 4 + 6
     # nothing to count: no patience, no validation yet, validation every N updates
     assert max_epoch(log, ["fairseq-train", "data"])[0] is None
     assert max_epoch([], ["fairseq-train", "data", "--patience", "5"])[0] is None
@@ -66,6 +67,52 @@ def test_max_epoch_to_resume_with():
     command = ["fairseq-train", "--patience", "3", "--best-checkpoint-metric", "bleu",
                "--maximize-best-checkpoint-metric"]
     assert max_epoch(log, command)[0] == 3 + 2
+
+
+def test_validate_interval_counts_every_kth_epoch_and_bounds_at_one():
+    # --validate-interval 2: fairseq validates epochs 2, 4, 6, and once more at epoch 7, where
+    # --max-update stopped it mid-epoch; a resume with a higher --max-update validates at 8, 10, ...
+    # and an uninterrupted run would never have validated at 7 (its 3.0 would be a new best)
+    log = [valid_line(e, loss) for e, loss in [(2, 5.0), (4, 4.0), (6, 4.5), (7, 3.0)]]
+    command = ["fairseq-train", "data", "--patience", "3", "--validate-interval", "2"]
+    assert max_epoch(log, command) == (10, "1 validation(s) since the best loss 4, last at epoch 6, patience 3: "
+                                           "training to epoch 10 at most before counting again")
+    # the sitting to epoch 10 validated 8 and 10, neither better: done, as an uninterrupted run
+    log += [valid_line(e, loss) for e, loss in [(8, 4.1), (10, 4.2)]]
+    assert max_epoch(log, command, trained_to=10)[0] == 0
+    # a sitting bounded at 10 whose last validation is 8: fairseq stopped before 10 for its own reason
+    assert max_epoch(log[:-1], command, trained_to=10) == (0, "done: fairseq stopped before epoch 10 (last "
+                                                                "validation at epoch 8)")
+    # --max-epoch 9 bounds the sitting at 9, which fairseq does not validate: --max-epoch reached
+    assert max_epoch(log[:-1], [*command, "--max-epoch", "9"])[0] == 9
+    assert max_epoch(log[:-1], [*command, "--max-epoch", "9"], trained_to=9)[1].startswith(
+        "done: --max-epoch 9 reached")
+
+
+def test_fairseqs_extra_validation_at_a_stop_is_replaced_by_its_epochs_own():
+    # --max-update stopped the run in epoch 3 (validated there, 3.0); resumed with a higher
+    # --max-update, fairseq ends epoch 3 and validates it again (4.5): only that one counts
+    log = [valid_line(e, loss) for e, loss in [(1, 5.0), (2, 4.0), (3, 3.0), (3, 4.5)]]
+    assert validations(log) == [(1, 5.0), (2, 4.0), (3, 4.5)]
+    assert max_epoch(log, ["fairseq-train", "data", "--patience", "3"])[0] == 3 + 2
+
+
+def test_validations_within_an_epoch_are_left_to_fairseq():
+    log = [valid_line(e, loss) for e, loss in [(1, 5.0), (2, 4.0)]]
+    for flags in (["--validate-interval-updates", "100"], ["--save-interval-updates", "100"]):
+        bound, why = max_epoch(log, ["fairseq-train", "data", "--patience", "3", *flags])
+        assert bound is None and "fairseq's own patience count applies after a resume" in why
+
+
+def test_a_sitting_that_started_afresh_drops_what_the_log_said_before():
+    fresh = "2026-11-26 15:50:59 | INFO | fairseq.trainer | No existing checkpoint found ck/checkpoint_last.pt\n"
+    earlier = [valid_line(e, loss) for e, loss in [(1, 5.0), (2, 4.0), (3, 4.5), (4, 4.4), (5, 4.3)]]
+    assert max_epoch(earlier, ["fairseq-train", "data", "--patience", "3"])[0] == 0  # that run is done
+    log = earlier + [fresh, valid_line(1, 6.0)]
+    assert validations(log) == [(1, 6.0)]
+    assert max_epoch(log, ["fairseq-train", "data", "--patience", "3"])[0] == 1 + 3
+    # killed before its first validation, the new run would have been taken for the earlier one, done
+    assert validations(earlier + [fresh]) == []
 
 
 FAKE_FAIRSEQ_TRAIN = """\
@@ -91,15 +138,16 @@ print("done training")
 """
 
 
-def resume(tmp_path: Path, log: list[tuple[int, float]], losses: str, *extra: str, last: int | None = None):
-    bin_dir, save_dir, data = tmp_path / "bin", tmp_path / "ck", tmp_path / "data"
+def resume(tmp_path: Path, log: list[tuple[int, float]], losses: str, *extra: str, last: int | None = None,
+           before: str = "", data: Path | None = None):
+    bin_dir, save_dir, data = tmp_path / "bin", tmp_path / "ck", data or tmp_path / "data"
     for folder in (bin_dir, save_dir, data):
         folder.mkdir(parents=True, exist_ok=True)
     fake = bin_dir / "fairseq-train"
     fake.write_text(FAKE_FAIRSEQ_TRAIN.format(python=sys.executable, valid_line=VALID_LINE))
     fake.chmod(stat.S_IRWXU)
-    (save_dir / "checkpoint_last.pt").write_bytes(b"")
-    (save_dir / "train.log").write_text("".join(valid_line(e, loss) for e, loss in log))
+    torch.save({"model": {}}, save_dir / "checkpoint_last.pt")  # read by train.sh's checks before a resume
+    (save_dir / "train.log").write_text(before + "".join(valid_line(e, loss) for e, loss in log))
     env = {**os.environ, "PYTHON": sys.executable, "PATH": f"{bin_dir}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
            "FAKE_LOSSES": losses, **({"FAKE_LAST": str(last)} if last else {})}
     result = subprocess.run(["bash", str(ROOT / "scripts" / "train.sh"), "iwslt_lowres_tree_transformer", str(data),
@@ -120,6 +168,32 @@ def test_train_sh_resumes_to_where_an_uninterrupted_run_stops(tmp_path):
     # a run already done trains no more
     result, calls, _ = resume(tmp_path / "done", [(1, 5.0), (2, 4.0), (3, 4.5), (4, 4.2), (5, 4.0)], "6:3.0")
     assert result.returncode == 0 and calls == [] and "patience: done: 3 validation(s)" in result.stderr
+    assert (f"nothing is left to train (to train afresh, choose another SAVE-DIR, or move checkpoint*.pt and "
+            f"train.log out of {tmp_path / 'done' / 'ck'})") in result.stderr
+
+
+def test_train_sh_refuses_the_log_of_another_run(tmp_path):
+    # SAVE-DIR holds a finished run of another config on another data-bin: train.sh used to find its
+    # patience done and exit 0 without training
+    other = tmp_path / "other-data"
+    other.mkdir()
+    before = f"$ fairseq-train {other} --user-dir tree_fairseq --task translation --arch transformer --patience 3\n"
+    result, calls, _ = resume(tmp_path, [(1, 5.0), (2, 4.0), (3, 4.5), (4, 4.2), (5, 4.0)], "6:3.0", before=before)
+    assert result.returncode == 2 and calls == []
+    log = tmp_path / "ck" / "train.log"
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"train.sh: error: {log} is the log of another run: its last command trained data-bin {other} (this "
+        f"command: {tmp_path / 'data'}), --task translation (this command: tree_translation), --arch transformer "
+        "(this command: tree_transformer). Resuming would continue that run's checkpoint_last.pt. To start afresh, "
+        f"choose another SAVE-DIR, or move {tmp_path / 'ck'}/checkpoint*.pt and train.log away")
+    # the same run, its data-bin given by another path: resumed
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "data")
+    result, calls, _ = resume(tmp_path / "same", [(1, 5.0), (2, 4.0)], "3:3.9,4:3.8,5:3.7,6:3.9", data=link,
+                              before=f"$ fairseq-train {tmp_path / 'data'} --task tree_translation "
+                                     "--arch tree_transformer\n")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert calls
 
 
 def test_train_sh_resume_stops_when_fairseq_stops_for_its_own_reason(tmp_path):

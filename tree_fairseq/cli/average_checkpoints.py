@@ -5,6 +5,8 @@ The averaged checkpoint is the first input (newest, when the inputs are picked f
 with its ``model`` parameters replaced by the element-wise mean of all inputs' parameters. All
 inputs must hold the same parameter names. Floating-point parameters are summed in float64 and
 written back in their own dtype; integer buffers get the floor of the mean, as in fairseq.
+An input that is no checkpoint (cut short by a run killed, or a disk that filled up, while it was
+written) stops the run naming it, with the upper bound that averages the ones before it.
 """
 
 import argparse
@@ -48,13 +50,16 @@ def average_checkpoints(paths: list[str]) -> dict:
     """The first checkpoint with its model parameters replaced by the mean over ``paths``."""
     import torch
 
-    import tree_fairseq.checkpoint_compat  # noqa: F401  (fairseq checkpoints under torch's safe loader)
+    from tree_fairseq.checkpoint_compat import load_checkpoint
 
     averaged = None
     sums: dict[str, torch.Tensor] = {}
     dtypes: dict[str, torch.dtype] = {}
     for path in paths:
-        state = torch.load(path, map_location="cpu")
+        try:
+            state = load_checkpoint(path)
+        except ValueError as error:
+            raise ValueError(f"{error}: {_without(path)}") from None
         params = state["model"]
         if averaged is None:
             averaged = state
@@ -70,6 +75,14 @@ def average_checkpoints(paths: list[str]) -> dict:
         for name, total in sums.items()
     }
     return averaged
+
+
+def _without(path: str) -> str:
+    """How to average without the unreadable checkpoint ``path``."""
+    match = re.fullmatch(r"checkpoint(\d+)\.pt|checkpoint_\d+_(\d+)\.pt", os.path.basename(path))
+    number = match and int(match.group(1) or match.group(2))
+    bound = f", or stop below it with --checkpoint-upper-bound {number - 1}" if number else ""
+    return f"average without it (give the others as --inputs{bound})"
 
 
 def _check_same_model(params: dict, first: dict, path: str, first_path: str) -> None:

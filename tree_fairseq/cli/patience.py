@@ -14,7 +14,8 @@ reads the validations of the log (the first of ``--valid-subset``, the metric of
 ``--best-checkpoint-metric``, as fairseq's early stop does) and the command's flags, and prints
 
 - nothing, when there is nothing to count (no ``--patience``, no validation in the log yet, or
-  validation every N updates, which this count does not follow): train as fairseq does;
+  validations within an epoch, which this count does not follow: every N updates, or at every
+  mid-epoch save of ``--save-interval-updates``): train as fairseq does;
 - ``0``, when the run is done: ``--patience`` validations since the best, ``--max-epoch`` reached,
   or (``--trained-to EPOCH``, the bound of the sitting just ended) fairseq stopped short of it for a
   reason of its own (``--max-update``, ``--stop-time-hours``);
@@ -24,14 +25,27 @@ reads the validations of the log (the first of ``--valid-subset``, the metric of
 
 The log keeps every sitting: a validation that is logged again (a sitting killed between the
 validation and its checkpoint repeats that epoch) or a run started over from an earlier epoch
-replaces what the log said from that epoch on. Figures are compared as the log prints them
-(fairseq rounds them to three decimals), so a gain below 0.0005 does not count here.
+replaces what the log said from that epoch on, and a sitting that found no checkpoint to resume
+(fairseq logs ``No existing checkpoint found``) started the run afresh: what the log said before it
+is of an earlier run and not counted. Figures are compared as the log prints them (fairseq rounds
+them to three decimals), so a gain below 0.0005 does not count here.
+
+With ``--validate-interval K``, fairseq validates at the end of every K-th epoch, and once more
+when ``--max-update`` or ``--stop-time-hours`` stops it within an epoch. That extra validation
+belongs to no run that goes on: a resume with a higher limit validates every K-th epoch again (and,
+when the extra one fell on such an epoch, that epoch's own validation replaces it). So only the
+validations of every K-th epoch count, and the bound is such an epoch, unless ``--max-epoch`` comes
+first.
 """
 
 import argparse
+import os
 import re
 import sys
 from dataclasses import dataclass
+
+# What fairseq's trainer logs when a sitting finds no checkpoint to resume and starts the run afresh.
+FRESH_START = "No existing checkpoint found"
 
 
 @dataclass
@@ -42,12 +56,16 @@ class Standing:
 
 
 def validations(lines, subset: str = "valid", metric: str = "loss") -> list[tuple[int, float]]:
-    """(epoch, figure) of each end-of-epoch validation of ``subset`` in a fairseq log, in order; a
-    validation of an epoch already seen drops that epoch and every later one first."""
+    """(epoch, figure) of each validation of ``subset`` in a fairseq log, in order, since the last
+    sitting that started the run afresh; a validation of an epoch already seen drops that epoch and
+    every later one first."""
     pattern = re.compile(rf"\| epoch (\d+) \| valid on '{re.escape(subset)}' subset \|(.*)$")
     figure = re.compile(rf"\| {re.escape(metric)} (-?[\d.]+(?:e-?\d+)?)(?: \||$)")
     found: list[tuple[int, float]] = []
     for line in lines:
+        if FRESH_START in line:
+            found = []
+            continue
         match = pattern.search(line)
         if not match:
             continue
@@ -81,6 +99,7 @@ def _flags(command: list[str]) -> argparse.Namespace:
     parser.add_argument("--maximize-best-checkpoint-metric", action="store_true")
     parser.add_argument("--validate-interval", type=int, default=1)
     parser.add_argument("--validate-interval-updates", type=int, default=0)
+    parser.add_argument("--save-interval-updates", type=int, default=0)
     parser.add_argument("--disable-validation", action="store_true")
     return parser.parse_known_args(command)[0]
 
@@ -95,19 +114,27 @@ def max_epoch(log_lines, command: list[str], trained_to: int | None = None) -> t
         return None, ""
     if flags.validate_interval_updates > 0:
         return None, "validation every N updates: fairseq's own patience count applies after a resume"
-    found = validations(log_lines, flags.valid_subset.split(",")[0], flags.best_checkpoint_metric)
+    if flags.save_interval_updates > 0:
+        return None, ("validation at every mid-epoch save (--save-interval-updates): fairseq's own patience count "
+                      "applies after a resume")
+    interval = max(flags.validate_interval, 1)
+    # Only every interval-th epoch's validation: fairseq's extra one when it stops mid-epoch is of no run that goes on.
+    found = [(epoch, value) for epoch, value in
+             validations(log_lines, flags.valid_subset.split(",")[0], flags.best_checkpoint_metric)
+             if epoch % interval == 0]
     state = standing(found, flags.maximize_best_checkpoint_metric)
-    if trained_to and state.last_epoch < trained_to:
-        return 0, f"done: fairseq stopped before epoch {trained_to} (last validation at epoch {state.last_epoch})"
+    if trained_to and state.last_epoch < trained_to - trained_to % interval:
+        return 0, (f"done: fairseq stopped before epoch {trained_to - trained_to % interval} "
+                   f"(last validation at epoch {state.last_epoch})")
     if state.best is None:
         return None, ""
     said = (f"{state.since} validation(s) since the best {flags.best_checkpoint_metric} {state.best:g}, "
             f"last at epoch {state.last_epoch}, patience {flags.patience}")
     if state.since >= flags.patience:
         return 0, f"done: {said}"
-    if flags.max_epoch and state.last_epoch >= flags.max_epoch:
+    if flags.max_epoch and max(state.last_epoch, trained_to or 0) >= flags.max_epoch:
         return 0, f"done: --max-epoch {flags.max_epoch} reached ({said})"
-    bound = state.last_epoch + flags.validate_interval * (flags.patience - state.since)
+    bound = state.last_epoch + interval * (flags.patience - state.since)
     if flags.max_epoch:
         bound = min(bound, flags.max_epoch)
     return bound, f"{said}: training to epoch {bound} at most before counting again"
@@ -128,6 +155,9 @@ def main(argv=None):
     except FileNotFoundError:
         lines = []
     bound, why = max_epoch(lines, args.command, args.trained_to)
+    if bound == 0 and args.trained_to is None:
+        why += (f"; nothing is left to train (to train afresh, choose another SAVE-DIR, or move checkpoint*.pt and "
+                f"train.log out of {os.path.dirname(args.log) or '.'})")
     if why:
         print(f"patience: {why}", file=sys.stderr)
     if bound is not None:
