@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from tree_fairseq.cli.patience import max_epoch, standing, validations
@@ -223,3 +224,25 @@ def test_patience_answers_without_loading_fairseq(tmp_path):
     imported = [line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")]
     assert "argparse" in imported
     assert not [name for name in imported if name.split(".")[0] in ("fairseq", "torch", "tree_fairseq")]
+
+
+@pytest.mark.slow
+def test_fairseqs_own_log_with_validate_interval_and_a_stop_mid_epoch(tiny_databin, tmp_path):
+    # fairseq-train validates every 2nd epoch, and at epoch 3 when --max-update 12 stops it there
+    # (5 updates an epoch); resumed with --max-update 20, it validates at 4 again
+    from helpers import cli_args, subprocess_env
+
+    command = [sys.executable, "-m", "fairseq_cli.train", *cli_args(tiny_databin, "tree_translation"),
+               "--arch", "tree_transformer_tiny", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "2000",
+               "--validate-interval", "2", "--patience", "3", "--save-dir", str(tmp_path), "--no-epoch-checkpoints",
+               "--log-format", "simple"]
+    log = ""
+    for max_update in (12, 20):
+        run = subprocess.run([*command, "--max-update", str(max_update)], env=subprocess_env(), capture_output=True,
+                             text=True)
+        assert run.returncode == 0, run.stderr[-2000:]
+        log += run.stdout + run.stderr
+    lines = log.splitlines()
+    assert [epoch for epoch, _ in validations(lines)] == [2, 3, 4]
+    bound, why = max_epoch(lines, ["fairseq-train", "--patience", "3", "--validate-interval", "2"])
+    assert "last at epoch 4, patience 3" in why and bound % 2 == 0 and bound > 4
