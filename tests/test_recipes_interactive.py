@@ -200,3 +200,30 @@ def test_attention_mass_and_tree_drawing(tiny_databin, averaged, tmp_path):
     draw_tree_attention.main([str(tiny_databin), "--path", str(averaged), "--index", "3", "--layer", "2",
                               "--output", str(output), "--cpu"])
     assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_interactive_skips_or_truncates_a_line_longer_than_the_models_positions(tiny_databin, averaged, tmp_path):
+    """A line longer than the model's source positions used to end fairseq-interactive's session
+    (``Size of sample #0 is invalid``). It is skipped (the default) or truncated to its first words
+    (--inference-too-long truncate), with a warning naming the line and its length, and the session
+    goes on with the next line."""
+    lines = ["ka lo", "ka lo mi ne ru ta vo zi pe su ka lo mi ne ru", "mi@@ ka su"]
+    raw = tmp_path / "raw.txt"
+    raw.write_text("".join(line + "\n" for line in lines))
+    command = [BIN / "fairseq-interactive", tiny_databin, "--user-dir", USER_DIR, "--task", "tree_translation",
+               "--path", averaged, "--source-lang", "de", "--target-lang", "en", "--inference-parser", "balanced",
+               "--max-source-positions", "12", "--input", raw, "--beam", "2", "--max-len-a", "0", "--max-len-b", "5",
+               "--cpu"]
+    said = "input line 2 is 16 source tokens long (BPE pieces and EOS), more than the model's 12 source positions: "
+
+    def interactive(*flags):
+        result = subprocess.run([str(c) for c in [*command, *flags]], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return dict(re.findall(r"^S-(\d+)\t(.*)$", result.stdout, re.M)), result.stderr
+
+    sources, stderr = interactive()  # one line a batch: the second one's batch is empty
+    assert sources == {"0": lines[0], "2": lines[2]}
+    assert said + "skipped (--inference-too-long truncate translates its first words instead)" in stderr
+    sources, stderr = interactive("--inference-too-long", "truncate", "--buffer-size", "3", "--batch-size", "3")
+    assert sources == {"0": lines[0], "1": "ka lo mi ne ru ta vo zi pe su ka", "2": lines[2]}
+    assert said + "truncated to its first 11 of 15 words (12 tokens)" in stderr

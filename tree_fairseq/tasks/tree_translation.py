@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
+import torch
 from fairseq import utils
 from fairseq.data import Dictionary
 from fairseq.dataclass import ChoiceEnum
@@ -18,19 +19,21 @@ from tree_fairseq.data import (
     TreePairDataset, keep_node_dictionary, load_node_dictionary, load_tree_streams, node_dictionary_path,
 )
 from tree_fairseq.data.inference import INFERENCE_PARSERS, InferenceTrees
-from tree_fairseq.trees import SUBWORD_FORMATS, SUBWORD_LABELS
+from tree_fairseq.trees import SUBWORD_FORMATS, SUBWORD_LABELS, group_pieces
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
 
 logger = logging.getLogger(__name__)
 
 BATCH_TOKENS = ("tree", "text")
+# What fairseq-interactive does with an input line too long for the model.
+INFERENCE_TOO_LONG = ("skip", "truncate")
 
 
 @dataclass
 class TreeTranslationConfig(TranslationConfig):
     """fairseq's translation options; the data-bin must come from tree-fairseq-preprocess.
-    --batch-tokens says what --max-tokens counts; --inference-parser, --subword-format and
-    --subword-label serve raw-text translation (fairseq-interactive)."""
+    --batch-tokens says what --max-tokens counts; --inference-parser, --subword-format,
+    --subword-label and --inference-too-long serve raw-text translation (fairseq-interactive)."""
 
     batch_tokens: ChoiceEnum(BATCH_TOKENS) = field(
         default="tree",
@@ -83,6 +86,14 @@ class TreeTranslationConfig(TranslationConfig):
         default="pos",
         metadata={"help": "label of the node over a word's BPE pieces, as tree-fairseq-preprocess --subword-label"},
     )
+    inference_too_long: ChoiceEnum(INFERENCE_TOO_LONG) = field(
+        default="skip",
+        metadata={"help": "fairseq-interactive: an input line of more source tokens (BPE pieces and EOS) than the "
+                          "model's source positions (--max-source-positions, the checkpoint's own included), or "
+                          "that counts more than --max-tokens: skip (default) leaves it untranslated, truncate "
+                          "translates its first words that fit the positions; either with a warning naming the "
+                          "line and its length, and the session goes on with the next line"},
+    )
 
 
 @register_task("tree_translation", dataclass=TreeTranslationConfig)
@@ -113,6 +124,9 @@ class TreeTranslationTask(TranslationTask):
                                 "constituency": cfg.inference_stanza_constituency_model,
                                 "pretrain": cfg.inference_stanza_pretrain},
         )
+        self._model_max_positions = []  # of each model built: fairseq-interactive's limits are the smallest
+        self._interactive_lines = 0  # input lines fairseq-interactive has read so far
+        self._interactive_batch = None  # (its first line number, lines, {index: length} of those to skip)
 
     @property
     def node_dictionary(self) -> Dictionary:
@@ -128,6 +142,7 @@ class TreeTranslationTask(TranslationTask):
                 "(its text part is fairseq-preprocess's own)"
             )
         keep_node_dictionary(model, self.node_dict, self.node_dict_path)
+        self._model_max_positions.append(model.max_positions())
         return model
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
@@ -157,6 +172,72 @@ class TreeTranslationTask(TranslationTask):
             dataset.max_tokens = max_tokens
         return super().get_batch_iterator(dataset, max_tokens, *args, **kwargs)
 
+    def get_interactive_tokens_and_lengths(self, lines, encode_fn):
+        """fairseq-interactive's next input lines as source tokens. A line longer than the model's
+        source positions (which fairseq-interactive would end the session on) is truncated to its
+        first words that fit (--inference-too-long truncate), or else left for
+        :meth:`filter_indices_by_size` to skip, its tokens EOS alone so that it is not parsed."""
+        tokens, _ = super().get_interactive_tokens_and_lengths(lines, encode_fn)
+        first = self._interactive_lines + 1
+        self._interactive_lines += len(lines)
+        limit = self._source_positions()
+        skipped = {}
+        for i, sentence in enumerate(tokens):
+            if len(sentence) <= limit:
+                continue
+            cut = self._first_words(sentence, limit) if self.cfg.inference_too_long == "truncate" else None
+            if cut is None:
+                skipped[i] = len(sentence)
+                tokens[i] = sentence[-1:]
+                continue
+            tokens[i], words, all_words = cut
+            logger.warning(f"input line {first + i} is {len(sentence)} source tokens long (BPE pieces and EOS), more "
+                           f"than the model's {limit} source positions: truncated to its first {words} of {all_words} "
+                           f"words ({len(tokens[i])} tokens)")
+        self._interactive_batch = (first, len(lines), skipped)
+        return tokens, [len(sentence) for sentence in tokens]
+
+    def _source_positions(self) -> float:
+        """The source positions of the task and every model built (fairseq-interactive's limit)."""
+        limits = utils.resolve_max_positions(self.max_positions(), *self._model_max_positions)
+        limit = limits[0] if isinstance(limits, tuple) else limits
+        return float("inf") if limit is None else limit
+
+    def _first_words(self, sentence, limit: int):
+        """``sentence`` (EOS last) cut to its first whole words that fit ``limit`` tokens with EOS, the
+        number of words kept and of all its words; None when not even its first word fits."""
+        pieces = [self.src_dict[i] for i in sentence[:-1].tolist()]
+        ends = [last for _, _, last in group_pieces(pieces, self.inference_trees.subword_format)]
+        kept = [last for last in ends if last + 2 <= limit]
+        if not kept:
+            return None
+        return torch.cat([sentence[:kept[-1] + 1], sentence[-1:]]), len(kept), len(ends)
+
+    def _interactive_indices(self, indices, dataset, max_positions):
+        """The sentences of fairseq-interactive's batch that fit; each other one is skipped with a
+        warning naming its input line, and the session goes on (fairseq would end it)."""
+        first, _, skipped = self._interactive_batch
+        self._interactive_batch = None
+        instead = "" if self.cfg.inference_too_long == "truncate" else \
+            " (--inference-too-long truncate translates its first words instead)"
+        for i, length in sorted(skipped.items()):
+            logger.warning(f"input line {first + i} is {length} source tokens long (BPE pieces and EOS), more than the "
+                           f"model's {self._source_positions():g} source positions: skipped{instead}")
+        indices = np.asarray([i for i in indices if i not in skipped], dtype=np.int64)
+        if max_positions is not None and len(indices):
+            indices, too_long = dataset.filter_indices_by_size(indices, max_positions)
+            for i in too_long:
+                logger.warning(f"input line {first + i} is {dataset.size(i)} (source, target) tokens long, more than "
+                               f"the model's {max_positions}: skipped")
+        max_tokens = getattr(dataset, "max_tokens", None)
+        if max_tokens is not None and isinstance(dataset, TreePairDataset) and len(indices):
+            sizes = dataset.num_tokens_vec(indices)
+            for i in sorted(indices[sizes > max_tokens]):
+                logger.warning(f"input line {first + i} counts {dataset.describe_size(i)} > --max-tokens {max_tokens}: "
+                               "skipped (raise --max-tokens to translate it)")
+            indices = indices[sizes <= max_tokens]
+        return np.asarray(indices, dtype=np.int64)
+
     def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
         """fairseq's filter (leaves against --max-source-positions, --max-tokens folded in), then
         the sentences whose count toward --max-tokens (leaves plus nodes with --batch-tokens tree)
@@ -169,7 +250,12 @@ class TreeTranslationTask(TranslationTask):
         nodes then exceed --max-tokens (less than twice: every node spans two words or more, so a
         sentence has fewer nodes than leaves). In the splits only evaluated (fairseq folds --max-tokens into
         the first filter for training only), a sentence longer than --max-tokens is skipped or
-        refused here instead of stopping fairseq's batching with an assertion."""
+        refused here instead of stopping fairseq's batching with an assertion.
+
+        fairseq-interactive's batches (:meth:`get_interactive_tokens_and_lengths`) skip what does
+        not fit, with a warning for each line, whatever --skip-invalid-size-inputs-valid-test says."""
+        if self._interactive_batch is not None and len(dataset) == self._interactive_batch[1]:
+            return self._interactive_indices(indices, dataset, max_positions)
         given = len(indices)
         indices = super().filter_indices_by_size(indices, dataset, max_positions, ignore_invalid_inputs)
         max_tokens = getattr(dataset, "max_tokens", None)
