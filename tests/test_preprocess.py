@@ -177,6 +177,60 @@ def test_a_failed_run_leaves_nothing_and_the_same_command_runs_again(tiny_corpus
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["bin"]
 
 
+@pytest.mark.slow
+def test_the_next_run_removes_what_a_killed_run_left(tiny_corpus, tmp_path, capsys):
+    """SIGKILL gives a run no chance to clean up: its staging folder and lock stay beside --destdir
+    until the next run on that --destdir, which removes the one and takes over the other."""
+    import os
+    import signal
+    import time
+
+    from helpers import subprocess_env
+
+    big = tmp_path / "big"
+    big.mkdir()
+    lines = ["a b c d e f g h"] * 200000
+    for suffix, content in (("de", lines), ("en", lines), ("tree.de", ["(S a b c d e f g h)"] * len(lines))):
+        (big / f"train.{suffix}").write_text("".join(line + "\n" for line in content))
+    run = subprocess.Popen([sys.executable, "-m", "tree_fairseq.cli.preprocess", "--source-lang", "de", "--target-lang",
+                            "en", "--trainpref", str(big / "train"), "--destdir", str(tmp_path / "bin"), "--workers",
+                            "2"], env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob(".bin.partial-*/*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    [stage] = tmp_path.glob(".bin.partial-*")
+    assert (tmp_path / "bin.lock").exists()
+    # folders of other destinations beside it stay
+    others = [tmp_path / ".bin2.partial-abcd1234", tmp_path / ".bin.partial-x.partial-abcd1234"]
+    for other in others:
+        other.mkdir()
+    preprocess(tiny_corpus, tmp_path / "bin")
+    assert (f"removing {stage}, the staging folder of an earlier run on --destdir {tmp_path / 'bin'} that was killed "
+            "before it could") in capsys.readouterr().out
+    assert not stage.exists() and not (tmp_path / "bin.lock").exists()
+    assert (tmp_path / "bin" / "dict.de.nodes.txt").exists() and all(other.exists() for other in others)
+
+
+def test_a_live_runs_staging_folder_is_never_removed(tiny_corpus, tmp_path):
+    import json
+    import os
+    import socket
+
+    stage = tmp_path / ".bin.partial-abcd1234"
+    stage.mkdir()
+    # the lock of a run that still runs (this test's own process)
+    (tmp_path / "bin.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                   "started": "now", "command": "tree-fairseq-preprocess"}))
+    with pytest.raises(SystemExit, match="is being written by another run"):
+        preprocess(tiny_corpus, tmp_path / "bin")
+    assert stage.exists()
+
+
 def test_an_empty_train_file_stops_before_anything_is_written(tiny_corpus, tmp_path):
     corpus = tmp_path / "corpus"
     shutil.copytree(tiny_corpus, corpus)

@@ -15,6 +15,11 @@ mismatch stops the run with the file and line. Everything is written to a
 staging folder beside --destdir and moved there only when complete, so a run
 that fails leaves nothing behind and the same command can simply be run again.
 One run at a time writes a --destdir (``DESTDIR.lock``): a second is refused.
+A run killed outright (SIGKILL, a machine that went down) leaves its staging
+folder (``.DESTNAME.partial-XXXXXXXX`` beside --destdir) and its lock: the next
+run on that --destdir removes the one and takes over the other once no live
+run holds the lock (by hand: ``rm -r`` the folder when no process named in
+``DESTDIR.lock`` runs).
 
 Each split's target text is kept as given, beside its binarised form
 (``{split}.ref.{tgt}``): scores are taken against it (tree-fairseq-score
@@ -36,6 +41,7 @@ reads. Heads for some splits only are refused.
 import itertools
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -110,7 +116,21 @@ def run(args):
     destdir = os.path.abspath(args.destdir)
     os.makedirs(os.path.dirname(destdir), exist_ok=True)
     with output_lock(destdir, "--destdir"):
+        _remove_killed_runs_stages(destdir)
         _run(args)
+
+
+def _remove_killed_runs_stages(destdir: str) -> None:
+    """Remove the staging folders that runs on ``destdir`` killed outright left beside it. Only a
+    run holding DESTDIR.lock stages there, and this one holds it: none of them belongs to a live run."""
+    stage = re.compile(rf"\.{re.escape(os.path.basename(destdir))}\.partial-[a-z0-9_]{{8}}")
+    parent = os.path.dirname(destdir)
+    for name in sorted(os.listdir(parent)):
+        path = os.path.join(parent, name)
+        if stage.fullmatch(name) and os.path.isdir(path) and not os.path.islink(path):
+            logger.warning(f"removing {path}, the staging folder of an earlier run on --destdir {destdir} that was "
+                           "killed before it could")
+            shutil.rmtree(path)
 
 
 def _run(args):
