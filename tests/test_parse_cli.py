@@ -109,6 +109,40 @@ def test_chunks_of_a_run_with_other_input_are_discarded(tmp_path, capsys):
     assert "discarding them" in capsys.readouterr().err
 
 
+def test_a_full_disk_leaves_no_partial_output_and_the_same_command_finishes(tmp_path, monkeypatch, capsys):
+    import errno
+    import shutil
+
+    text = [f"w{i} x{i} y{i}" for i in range(10)]
+    (tmp_path / "text").write_text("\n".join(text) + "\n", encoding="utf-8")
+    args = ["--parser", "balanced", "--chunk-size", "3"]
+    copy = shutil.copyfileobj
+
+    def fill_the_disk(source, target, *rest):
+        copy(source, target, *rest)
+        if target.tell() > 40:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(parse_cli.shutil, "copyfileobj", fill_the_disk)
+    with pytest.raises(SystemExit) as exit_info:
+        run(tmp_path, *args)
+    assert exit_info.value.code == (
+        f"tree-fairseq-parse: error: no space left on the device while writing {tmp_path / 'trees'}: free some and "
+        f"run the same command again (the chunks parsed so far are kept in {tmp_path / 'trees'}.parts/)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text", "trees.parts"]  # no trees.tmp
+    monkeypatch.setattr(parse_cli.shutil, "copyfileobj", copy)
+    assert run(tmp_path, *args) == [trivial_tree(t.split(), "balanced").to_bracketed() for t in text]
+
+
+def test_the_next_run_removes_the_partial_output_of_a_killed_one(tmp_path, capsys):
+    (tmp_path / "text").write_text("a b\n", encoding="utf-8")
+    (tmp_path / "trees.tmp").write_text("(X a b)\n(X half", encoding="utf-8")  # killed while joining
+    assert run(tmp_path, "--parser", "balanced") == ["(X a b)"]
+    assert (f"tree-fairseq-parse: removing {tmp_path / 'trees.tmp'}, left by an earlier run that was killed while "
+            "writing it") in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text", "trees"]
+
+
 def test_stanza_without_models_stops_with_the_fetch_command(tmp_path, monkeypatch):
     from tree_fairseq.parsing import stanza_parser
 

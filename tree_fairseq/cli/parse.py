@@ -36,6 +36,9 @@ discarded. Options are checked before anything is written.
 
 One run at a time writes an output: a second run on the same ``--output`` is refused while the
 first holds ``OUTPUT.lock``. The output cannot be the input (or ``--trees``) file, nor a device.
+The trees are joined into ``OUTPUT.tmp`` and renamed ``OUTPUT`` once complete: a run stopped by a
+full disk removes it, and says so; one killed outright leaves it, and the next run on that output
+removes it (only a run holding the lock writes there).
 
 ``--on-failure``: a sentence the parser could not parse (stanza gave up on it; a
 ``--trees`` line that is empty, ``null``, ``( )`` or broken) stops the run by
@@ -46,6 +49,7 @@ summarised at the end.
 """
 
 import argparse
+import errno
 import hashlib
 import json
 import logging
@@ -143,7 +147,12 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, force=True)
     try:
         parse_file(args)
-    except (TreeError, ValueError, OSError) as error:
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            sys.exit(f"tree-fairseq-parse: error: {error}")
+        sys.exit(f"tree-fairseq-parse: error: no space left on the device while writing {args.output}: free some and "
+                 f"run the same command again (the chunks parsed so far are kept in {args.output}.parts/)")
+    except (TreeError, ValueError) as error:
         sys.exit(f"tree-fairseq-parse: error: {error}")
 
 
@@ -215,6 +224,11 @@ def _leads_to_a_device(path: str) -> bool:
 
 def _parse_file(args: argparse.Namespace) -> None:
     parts_dir = args.output + ".parts"
+    for path in _joined_files(args.output, args.heads):
+        if os.path.isfile(path):
+            print(f"tree-fairseq-parse: removing {path}, left by an earlier run that was killed while writing it",
+                  file=sys.stderr)
+            os.remove(path)
     total, input_fingerprint = _fingerprint(args.input)
     manifest = {"input": [os.path.abspath(args.input), input_fingerprint],
                 "trees": args.trees and [os.path.abspath(args.trees), _fingerprint(args.trees)[1]],
@@ -337,9 +351,25 @@ def _fingerprint(path: str) -> tuple[int, str]:
     return lines + (last != b"\n"), digest.hexdigest()
 
 
+def _joined_files(output: str, heads: str | None) -> list[str]:
+    """The files joining the chunks writes before it renames them (removed if it fails)."""
+    return [output + ".tmp", output + ".failures.tmp"] + ([heads + ".tmp"] if heads is not None else [])
+
+
 def _join_parts(parts_dir: str, output: str, heads: str | None = None) -> tuple[list[str], list[tuple[int, int]]]:
     """Write OUTPUT (and OUTPUT.failures when some line failed, the heads when ``heads`` names
-    their file); returns the failure lines and the (line, arcs lifted) of the non-projective parses."""
+    their file); returns the failure lines and the (line, arcs lifted) of the non-projective parses.
+    A join that fails (a full disk) leaves none of its files, the chunks kept."""
+    try:
+        return _join(parts_dir, output, heads)
+    except BaseException:
+        for path in _joined_files(output, heads):
+            if os.path.isfile(path):
+                os.remove(path)
+        raise
+
+
+def _join(parts_dir: str, output: str, heads: str | None) -> tuple[list[str], list[tuple[int, int]]]:
     parts = sorted(p for p in os.listdir(parts_dir) if p.endswith(".trees"))
     if heads is not None:
         with open(heads + ".tmp", "wb") as out:
