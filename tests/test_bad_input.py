@@ -414,43 +414,6 @@ def test_on_failure_gives_lines_the_parser_gave_up_on_a_trivial_tree(tmp_path, c
     assert not (tmp_path / "trees.failures").exists()
 
 
-def test_on_failure_for_stanza_with_a_sentence_it_gave_no_tree(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("stanza")
-    from stanza.models.common.doc import Document
-    from stanza.models.constituency.tree_reader import read_trees
-
-    from tree_fairseq.cli import parse as parse_cli
-    from tree_fairseq.parsing import Failures
-    from tree_fairseq.parsing.stanza_parser import StanzaParser
-    from tree_fairseq.trees import trivial_tree
-
-    def pipeline(sentences):
-        """stanza's answer: its own tree for every sentence but the second, which has none."""
-        document = Document([[{"id": (i + 1,), "text": word} for i, word in enumerate(words)]
-                             for words in sentences])
-        for k, (sentence, words) in enumerate(zip(document.sentences, sentences)):
-            if k != 1:
-                bracketed = "(ROOT (S " + " ".join(f"(NN {word})" for word in words) + "))"
-                [sentence.constituency] = read_trees(bracketed, use_tqdm=False)
-        return document
-
-    def make_parser(*args, on_failure="error", **kwargs):
-        parser = object.__new__(StanzaParser)  # no models here: the pipeline is stood in for
-        parser.pipeline, parser.failures = pipeline, Failures(on_failure)
-        return parser
-
-    monkeypatch.setattr(parse_cli, "make_parser", make_parser)
-    text = ["a b c", "d &amp; e", "f g"]
-    (tmp_path / "text").write_text("".join(line + "\n" for line in text), encoding="utf-8")
-    message = parse_error(tmp_path, "--parser", "stanza", "--lang", "de")
-    assert f"{tmp_path / 'text'}:2: stanza gave no constituency tree; --on-failure" in message
-    lines = parse_run(tmp_path, "--parser", "stanza", "--lang", "de", "--on-failure", "balanced")
-    assert lines == ["(S (NN a) (NN b) (NN c))", trivial_tree(text[1].split(), "balanced").to_bracketed(),
-                     "(S (NN f) (NN g))"]
-    assert (tmp_path / "trees.failures").read_text().startswith("2\t")
-    assert "1 of 3 lines" in capsys.readouterr().err
-
-
 def test_console_script_help_names_on_failure():
     result = subprocess.run([sys.executable, "-m", "tree_fairseq.cli.parse", "--help"],
                             capture_output=True, text=True, check=True)

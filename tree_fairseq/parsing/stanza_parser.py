@@ -188,16 +188,14 @@ def document_trees(parsed: list, sentences: list[list[str]], first_line: int, so
     gave up on one: a str) over the corpus tokens ``sentences``, lines ``first_line``, ... of the
     file ``source``.
 
-    A sentence stanza gave no tree, or a tree that is not over its own words, is a failure,
-    handed to ``failures`` (a :class:`~tree_fairseq.parsing.Failures`; None: an error). A tree
-    over other text than the line's stays an error."""
+    A sentence the parser gave up on, or whose tree has no normal form (:func:`normalize` refuses
+    it), is a failure, handed to ``failures`` (a :class:`~tree_fairseq.parsing.Failures`; None: an
+    error). A tree over other text than the line's stays an error."""
     trees = []
     for i, (tokens, sentence) in enumerate(zip(sentences, parsed, strict=True)):
         try:
             if isinstance(sentence, str):
                 raise TreeError(sentence)
-            if getattr(sentence, "constituency", None) is None:
-                raise TreeError("stanza gave no constituency tree")
             tree = normalize([raw_tree(sentence.constituency)])
         except TreeError as error:
             if failures is None:
