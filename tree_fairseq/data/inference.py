@@ -6,9 +6,12 @@ made for that sentence: the words are recovered from the BPE pieces (:func:`grou
 with a configurable parser (:func:`make_parser`), every word of several pieces becomes a node over
 them (:func:`expand_subwords`) and the node labels are encoded with the task's node dictionary
 (labels unseen in training become ``<unk>``, as tree-fairseq-preprocess does for valid and test).
-A parser other than the training data's says so: the first unseen labels are logged once with their
-share, and a parser none of whose labels the training data knows (e.g. ``balanced`` trees for a model
-trained on a real parser's) is refused.
+
+A parser other than the training data's says so, by one rule for every parser, over the node labels
+of all the trees made so far: when none of them is a label of the training data (every node would be
+``<unk>``: trees of another kind than the model was trained on, e.g. ``balanced`` trees for a model
+trained on stanza's, or spaCy's for one trained on balanced trees), the parser is refused with the
+first sentence that has nodes; when some are, one warning gives their share.
 
 fairseq-interactive collates :meth:`InferenceTrees.dataset` but hands the generator only
 ``src_tokens`` and ``src_lengths``; :meth:`InferenceTrees.add_tree_inputs` puts the tree inputs back.
@@ -25,15 +28,15 @@ from torch import Tensor
 
 from tree_fairseq.data.tree_pair_dataset import TreePairDataset, collate_trees
 from tree_fairseq.parsing import Parser, TrivialParser, make_parser
-from tree_fairseq.trees import SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, node_tensors
+from tree_fairseq.trees import (
+    SUBWORD_LABEL, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, node_tensors,
+)
+from tree_fairseq.trees.trivial import TRIVIAL_LABEL
 
 logger = logging.getLogger(__name__)
 
 # Parsers that need no file beside the sentences.
 INFERENCE_PARSERS = ("stanza", "spacy", "balanced", "left", "right")
-# Distinct labels a real parser must have given, all unseen in training, before its label set is
-# called disjoint from the training data's (a trivial parser's set is known from its first node).
-_DISJOINT_AFTER = 3
 
 
 class InferenceTrees:
@@ -64,6 +67,7 @@ class InferenceTrees:
         self.subword_format = subword_format
         self.subword_label = subword_label
         self._parser = parser
+        self._parser_name = _parser_name(parser)  # as given: the parser's object replaces a name once built
         self._lang = lang
         self._parser_model_dir = parser_model_dir
         self._spacy_model = spacy_model
@@ -142,24 +146,36 @@ class InferenceTrees:
                                     if self.node_dict.index(label) == self.node_dict.unk()})
 
     def _check_labels(self) -> None:
-        """Refuse a parser whose labels the training data never had; warn once about unseen ones."""
+        """Refuse trees none of whose node labels the training data has; warn once when some are unseen."""
         unknown, seen = sum(self.labels_unknown.values()), sum(self.labels_seen.values())
         if not unknown:
             return
-        if unknown == seen and (isinstance(self.parser, TrivialParser) or len(self.labels_unknown) >= _DISJOINT_AFTER):
+        if unknown == seen:
             known = self.node_dict.symbols[self.node_dict.nspecial:]
             raise ValueError(
-                f"the inference parser ({_parser_name(self._parser)}) labels its nodes "
-                f"{', '.join(sorted(self.labels_unknown))}, none of which the training data has "
-                f"({', '.join(known[:12])}{', ...' if len(known) > 12 else ''}): every node would be "
-                f"{self.node_dict.unk_word}. Parse with the parser the training data was parsed with "
-                "(--inference-parser) and its --subword-label")
+                f"the trees of --inference-parser {self._parser_name} have none of the training data's node "
+                f"labels: theirs are {_some(sorted(self.labels_unknown))}, the training data's {_some(known)}, so "
+                f"every node would be {self.node_dict.unk_word}. They are likely trees of another kind than the "
+                f"model was trained on{self._kind_of_training(known)}: give --inference-parser the parser the "
+                "training data was parsed with, and its --subword-label")
         if not self._warned:
             self._warned = True
             logger.warning(
                 f"{unknown} of {seen} source node labels ({100 * unknown / seen:.1f}%) were never seen in training "
                 f"and become {self.node_dict.unk_word}: {dict(self.labels_unknown.most_common(10))}; is "
-                f"--inference-parser ({_parser_name(self._parser)}) the parser of the training data?")
+                f"--inference-parser ({self._parser_name}) the parser of the training data?")
+
+    def _kind_of_training(self, known: list[str]) -> str:
+        """What the training data's labels say of its trees, where they say it."""
+        if set(known) <= {TRIVIAL_LABEL, SUBWORD_LABEL}:
+            return f" (its trees are trivial ones, labelled {TRIVIAL_LABEL}: --inference-parser balanced, left or right)"
+        if isinstance(self.parser, TrivialParser):
+            return " (its trees are a parser's, not trivial ones: --inference-parser stanza or spacy)"
+        return ""
+
+
+def _some(labels: list[str], shown: int = 12) -> str:
+    return ", ".join(labels[:shown]) + (", ..." if len(labels) > shown else "")
 
 
 def _parser_name(parser) -> str:

@@ -277,10 +277,16 @@ class TreeTranslationTask(TranslationTask):
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         """Raw-text translation: the sentences (dictionary ids of their BPE pieces) are parsed
-        with --inference-parser."""
-        return self.inference_trees.dataset(src_tokens, src_lengths, self.target_dictionary,
-                                            constraints=constraints, left_pad_source=self.cfg.left_pad_source,
-                                            count_nodes=self.count_nodes)
+        with --inference-parser. A parser refused (:class:`InferenceTrees`) ends fairseq-interactive
+        in one line; the hub interface's caller gets the ValueError."""
+        try:
+            return self.inference_trees.dataset(src_tokens, src_lengths, self.target_dictionary,
+                                                constraints=constraints, left_pad_source=self.cfg.left_pad_source,
+                                                count_nodes=self.count_nodes)
+        except ValueError as error:
+            if self._interactive_batch is None:
+                raise
+            raise SystemExit(f"fairseq-interactive: error: {error}") from None
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         if "src_node_labels" not in sample["net_input"]:
