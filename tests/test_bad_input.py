@@ -613,7 +613,7 @@ def test_sentencepiece_format_on_subword_nmt_text_says_which_format_it_is(tmp_pa
     assert "give --subword-format subword_nmt" in str(exit_info.value.code)
 
 
-@pytest.mark.parametrize("workers", [1, 3])
+@pytest.mark.parametrize("workers", [1, 2, 3])
 def test_sigterm_ends_preprocess_without_leaving_its_staging_folder_or_lock(tmp_path, workers):
     """SIGTERM (what a scheduler or ``kill`` sends) cleans up as Ctrl-C does, worker processes
     included, and the run ends with SIGTERM's status."""
@@ -632,6 +632,14 @@ def test_sigterm_ends_preprocess_without_leaving_its_staging_folder_or_lock(tmp_
     while not list(tmp_path.glob(".bin.partial-*/*")) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert list(tmp_path.glob(".bin.partial-*")), "preprocess never staged"
+
+    def workers_running():
+        children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(run.pid)], capture_output=True, text=True)
+        return len(children.stdout.split())
+
+    while workers > 1 and workers_running() < workers and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert workers == 1 or workers_running() >= workers, "the pool's workers never started"
     run.send_signal(signal.SIGTERM)
     assert run.wait(timeout=120) == -signal.SIGTERM, run.stderr.read()[-2000:]
     assert not list(tmp_path.glob(".bin.partial-*")) and not (tmp_path / "bin.lock").exists()
