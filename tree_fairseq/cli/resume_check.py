@@ -82,7 +82,8 @@ def _other_model(state: dict, command: list[str]) -> str | None:
     def sizes(config: dict) -> str:
         return ", ".join(f"{key} {config[key]}" for key in differ)
 
-    return f"model size: checkpoint_last.pt is {old} with {sizes(saved)}, this command trains {new} with {sizes(trained)}"
+    return (f"model size: checkpoint_last.pt is {old} with {sizes(saved)}, "
+            f"this command trains {new} with {sizes(trained)}")
 
 
 def _model_config(state: dict) -> dict | None:

@@ -168,7 +168,8 @@ class InferenceTrees:
     def _kind_of_training(self, known: list[str]) -> str:
         """What the training data's labels say of its trees, where they say it."""
         if set(known) <= {TRIVIAL_LABEL, SUBWORD_LABEL}:
-            return f" (its trees are trivial ones, labelled {TRIVIAL_LABEL}: --inference-parser balanced, left or right)"
+            return (f" (its trees are trivial ones, labelled {TRIVIAL_LABEL}: --inference-parser balanced, left "
+                    "or right)")
         if isinstance(self.parser, TrivialParser):
             return " (its trees are a parser's, not trivial ones: --inference-parser stanza or spacy)"
         return ""
