@@ -21,9 +21,14 @@ Options this script does not know go to benchmark_speed.py (e.g. ``--embed-dim 2
 defaults here are those of the published table: one thread, 10 timed updates after 2, 64
 generation sentences, encoder lengths 16, 256 and 512.
 
+PASCAL (``pascal_transformer_iwslt_de_en``) reads each source token's dependency parent, so it
+runs on a data-bin with parents (tree-fairseq-parse --heads, then tree-fairseq-preprocess):
+``--parents-data``, or DATA when that has them; a family that needs parents and has none is
+refused before anything runs.
+
 Example::
 
-    python scripts/benchmark_all.py DATA-BIN --out bench --runs 3
+    python scripts/benchmark_all.py DATA-BIN --out bench --runs 3 --parents-data PARENTS-DATA-BIN
 """
 
 import argparse
@@ -42,19 +47,36 @@ DEFAULTS = ["--threads", "1", "--updates", "10", "--warmup", "2", "--gen-sentenc
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", help="tree data-bin, as for benchmark_speed.py")
+    parser.add_argument("--parents-data", metavar="DATA-BIN",
+                        help="data-bin with the sources' dependency parents, for the families that read them "
+                             "(PASCAL; default: DATA)")
     parser.add_argument("--out", required=True, help="folder of the runs' JSON and reports and of table.md")
     parser.add_argument("--runs", type=int, default=3, help="runs per family (default: 3)")
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES), metavar="ARCH",
-                        help=f"architectures to run (default: all five: {', '.join(FAMILIES)})")
+                        help=f"architectures to run (default: all {len(FAMILIES)}: {', '.join(FAMILIES)})")
     parser.add_argument("--table-only", action="store_true", help="only rewrite OUT/table.md from the runs there")
     return parser.parse_known_args()
 
 
-def run_one(a, passed, arch, run, out):
+def data_bins(a) -> dict[str, str]:
+    """{arch: its data-bin} for ``--families``; exits naming the families that read dependency
+    parents when their data-bin has none."""
+    from tree_fairseq.analysis.benchmark_models import has_parents, reads_parents  # imports fairseq
+
+    chosen = {arch: a.parents_data if a.parents_data and reads_parents(arch) else a.data for arch in a.families}
+    missing = [arch for arch in a.families if reads_parents(arch) and not has_parents(chosen[arch])]
+    if missing:
+        sys.exit(f"benchmark_all.py: error: {', '.join(missing)} read the sources' dependency parents, which "
+                 f"{chosen[missing[0]]} does not hold: give a data-bin with parents (tree-fairseq-parse --heads, "
+                 "then tree-fairseq-preprocess) with --parents-data, or leave these out of --families")
+    return chosen
+
+
+def run_one(data, passed, arch, run, out):
     """One benchmark_speed.py run; its JSON appears only when the run finished."""
     final, report = out / f"{arch}.run{run}.json", out / f"{arch}.run{run}.txt"
     partial = out / f"{arch}.run{run}.json.partial"
-    command = [sys.executable, str(HERE / "benchmark_speed.py"), a.data, "--tree-arch", arch, *DEFAULTS, *passed,
+    command = [sys.executable, str(HERE / "benchmark_speed.py"), data, "--tree-arch", arch, *DEFAULTS, *passed,
                "--json", str(partial)]
     print(f"[{time.strftime('%H:%M:%S')}] {arch}, run {run}: {' '.join(command[1:])}", file=sys.stderr, flush=True)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
@@ -74,9 +96,10 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     failed = []
     if not a.table_only:
+        data = data_bins(a)
         for run in range(1, a.runs + 1):
             for arch in a.families:
-                if not (out / f"{arch}.run{run}.json").exists() and not run_one(a, passed, arch, run, out):
+                if not (out / f"{arch}.run{run}.json").exists() and not run_one(data[arch], passed, arch, run, out):
                     failed.append(f"{arch} run {run}")
     runs = load_runs(out)
     if not runs:

@@ -2,16 +2,19 @@
 """Speed and memory of a tree model against fairseq's transformer.
 
 ``--tree-arch`` names any architecture of this package: the Tree Transformer (default),
-``constituent_transformer_*``, ``treeformer_*``, ``tree_pe_transformer_*`` or
-``tree_composition_transformer_*``. The targets printed are the project's targets for the Tree
-Transformer; for the other methods only the training one (measured >= 0.9 x ideal) is a target,
-and the rest are reported for comparison.
+``constituent_transformer_*``, ``treeformer_*``, ``tree_pe_transformer_*``,
+``tree_composition_transformer_*`` or ``pascal_transformer_*``. The targets printed are the
+project's targets for the Tree Transformer; for the other methods only the training one (measured
+>= 0.9 x ideal; >= 0.95 for PASCAL, whose method is a small elementwise addition to the
+transformer) is a target, and the rest are reported for comparison.
 
 Reads a tree data-bin (made with the README's tree-fairseq-parse / tree-fairseq-preprocess
-commands); writes nothing, prints one report. In one run, with the same dimensions for both
-models and the same batches (fairseq's own batching of ``--task tree_translation``; the
-transformer gets them without the tree keys, i.e. exactly what ``--task translation`` collates
-for those sentences):
+commands; for PASCAL, which reads each source token's dependency parent, one with parents:
+tree-fairseq-parse --heads); writes nothing, prints one report. In one run, with the same
+dimensions for both models and the same batches (fairseq's own batching of the tree model's task,
+``--task tree_translation``, or ``--task dependency_translation`` for PASCAL; the transformer gets
+them without the tree and parent keys, i.e. exactly what ``--task translation`` collates for those
+sentences):
 
 1. trains fairseq's ``transformer`` (``--baseline-arch``) and the tree model
    (``--tree-arch``) with fairseq's Trainer (Adam, label_smoothed_cross_entropy 0.1, the IWSLT
@@ -20,7 +23,10 @@ for those sentences):
    with the ideal ratio: FLOPs of one training step (forward + backward, counted by
    ``torch.utils.flop_counter.FlopCounterMode``, attention on the math backend, which it can
    count) of the transformer divided by the tree transformer's, summed over the same batches.
-   Target: measured >= 0.9 x ideal;
+   The counter counts matrix products; a method whose own work is elementwise says how much
+   (PASCAL: its Gaussian weights and their product with the scores of its parent-scaled heads,
+   :mod:`tree_fairseq.analysis.benchmark_models`), and that is added to its FLOPs.
+   Target: measured >= 0.9 x ideal (0.95 for PASCAL);
 2. generation sentences per second with fairseq's SequenceGenerator (``task.build_generator``,
    ``task.inference_step``; beam 5) on the same valid sentences and batches. By default every
    hypothesis is forced to the same length (``min_len = max_len``: the mean reference length),
@@ -87,12 +93,20 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
 from fairseq.trainer import Trainer  # noqa: E402
 
 import tree_fairseq  # noqa: E402,F401  (registers tree_translation and tree_transformer)
+from tree_fairseq.analysis.benchmark_models import (  # noqa: E402
+    MethodFlops,
+    reads_parents,
+    synthetic_parent_spans,
+    task_for,
+    train_target,
+)
 from tree_fairseq.data import collate_trees  # noqa: E402
 from tree_fairseq.models.common import TreeSourceTransformerModel  # noqa: E402
 from tree_fairseq.trees import node_tensors, trivial_tree  # noqa: E402
 
 MIB = 2**20
 TEXT_KEYS = ("src_tokens", "src_lengths", "prev_output_tokens")
+# Training's target is the family's (benchmark_models.train_target); generation's measured / ideal is 0.9.
 TARGETS = {"train": 0.9, "generate": 0.8, "memory": 1.5, "growth": 2.0}
 
 
@@ -113,7 +127,8 @@ def parse_args(argv=None):
     train.add_argument("--updates", type=int, default=30, help="timed updates per model (default: 30)")
     train.add_argument("--warmup", type=int, default=5, help="untimed updates per model first (default: 5)")
     train.add_argument("--max-tokens", type=int, default=4096,
-                       help="batch size as in fairseq-train; tree_translation counts leaves + nodes (default: 4096)")
+                       help="batch size as in fairseq-train; tree_translation counts leaves + nodes, "
+                            "dependency_translation text tokens (default: 4096)")
     train.add_argument("--dropout", type=float, default=0.3, help="(default: 0.3, the IWSLT recipe)")
     train.add_argument("--fp16", action="store_true", help="fairseq's --fp16 (CUDA only)")
     train.add_argument("--flop-batches", type=int, default=5,
@@ -220,7 +235,7 @@ class Device:
 class System:
     """One model with its fairseq task, criterion and Trainer, built as fairseq-train builds them."""
 
-    def __init__(self, name, fairseq_argv, seed, text_only):
+    def __init__(self, name, arch, fairseq_argv, seed, text_only):
         self.name = name
         parser = options.get_training_parser()
         args = options.parse_args_and_arch(parser, input_args=fairseq_argv)
@@ -235,6 +250,10 @@ class System:
         # Models that read the source text only (constituent attention, Treeformer) accept the
         # tree keys of a tree_translation batch in forward, but their encoder takes the text only.
         self.encoder_reads_trees = isinstance(self.trainer.get_model(), TreeSourceTransformerModel)
+        # PASCAL's encoder reads the text and each token's parent (src_parent_spans).
+        self.encoder_reads_parents = reads_parents(arch)
+        # The method's elementwise work that the FLOP counter leaves out (0 for most models), per phase.
+        self.method_flops = {"train": 0, "generate": 0}
         self.losses = []
 
     def view(self, sample):
@@ -252,11 +271,13 @@ class System:
         self.model.train()
         # The counter has no formula for the CPU flash-attention kernel; the math backend
         # counts scaled_dot_product_attention as its matmuls, on every device alike.
-        with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        with (sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter,
+              MethodFlops(self.trainer.get_model()) as method):
             loss, _, _ = self.criterion(self.model, self.view(sample))
             loss.backward()
         self.trainer.zero_grad()
-        return counter.get_total_flops()
+        self.method_flops["train"] += method.total
+        return counter.get_total_flops() + method.total
 
     def resident_bytes(self) -> int:
         """Parameters, buffers, gradients and optimizer state: unique storages, in bytes."""
@@ -271,6 +292,8 @@ class System:
         return sum(storages.values())
 
     def encoder_forward(self, net_input):
+        if self.encoder_reads_parents:
+            return self.model.encoder(net_input["src_tokens"], net_input["src_lengths"], net_input["src_parent_spans"])
         if not self.encoder_reads_trees:
             return self.model.encoder(net_input["src_tokens"], net_input["src_lengths"])
         return self.model.encoder(**{k: v for k, v in net_input.items() if k != "prev_output_tokens"})
@@ -450,22 +473,25 @@ def measure_generation(device, pair, batches, a):
 def measure_generation_flops(pair, batches, a):
     """FLOPs of generating every batch once (encoder and every decoder step of the beam search),
     per system: the work each model has to do, whatever its speed. Counted as for training
-    (math-backend attention; matmul ops)."""
+    (math-backend attention; matmul ops, and the method's elementwise work where it has some)."""
     generators, _ = build_generators(pair, batches, a)
     result = {}
     with torch.no_grad():
         for system in pair:
             system.model.eval()
-            with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+            with (sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter,
+                  MethodFlops(system.trainer.get_model()) as method):
                 for sample in batches:
                     system.task.inference_step(generators[system.name], [system.model], system.view(sample))
-            result[system.name] = counter.get_total_flops()
+            system.method_flops["generate"] = method.total
+            result[system.name] = counter.get_total_flops() + method.total
     return result
 
 
 def synthetic_batch(task, length, batch_size, device):
     """``batch_size`` random sentences of ``length`` tokens (+ EOS) with balanced trees, in the
-    layout of :mod:`tree_fairseq.data.tree_pair_dataset`."""
+    layout of :mod:`tree_fairseq.data.tree_pair_dataset`; with each token's parent (a random
+    projective tree) for a task that gives parents."""
     dictionary, node_dict = task.source_dictionary, task.node_dictionary
     tokens = torch.randint(dictionary.nspecial, len(dictionary), (batch_size, length + 1))
     tokens[:, -1] = dictionary.eos()
@@ -475,6 +501,8 @@ def synthetic_batch(task, length, batch_size, device):
     net_input = {"src_tokens": tokens, "src_lengths": lengths}
     net_input.update(collate_trees([labels] * batch_size, [spans] * batch_size, tokens, lengths,
                                    left_pad=True, label_pad=node_dict.pad()))
+    if getattr(task, "source_parents", False):
+        net_input["src_parent_spans"] = synthetic_parent_spans(length, batch_size)
     return device.to(net_input)
 
 
@@ -577,8 +605,10 @@ def measure(a) -> Measurements:
         print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
     started, load_at_start = time.perf_counter(), load_note()
-    baseline = System("transformer", fairseq_argv(a, device, "translation", a.baseline_arch), a.seed, text_only=True)
-    tree = System("tree", fairseq_argv(a, device, "tree_translation", a.tree_arch), a.seed, text_only=False)
+    baseline = System("transformer", a.baseline_arch, fairseq_argv(a, device, "translation", a.baseline_arch), a.seed,
+                      text_only=True)
+    tree = System("tree", a.tree_arch, fairseq_argv(a, device, task_for(a.tree_arch), a.tree_arch), a.seed,
+                  text_only=False)
     pair = (baseline, tree)
     task = tree.task
     task.load_dataset("train", combine=True)  # as fairseq-train: train, train1, ...
@@ -622,7 +652,8 @@ def report(a, m: Measurements) -> None:
     print(f"device: {device.describe()}; 1-min load average {m.load_at_start} at start, {load_note()} at end "
           f"({os.cpu_count()} CPUs; a busy machine makes the speed rows noisy)")
     print(f"data-bin: {a.data} ({task.cfg.source_lang} -> {task.cfg.target_lang}); "
-          f"batches: fairseq's tree_translation batching, --max-tokens {a.max_tokens} (leaves + nodes), "
+          f"batches: fairseq's {task_for(a.tree_arch)} batching, --max-tokens {a.max_tokens} ("
+          f"{'leaves + nodes' if task.cfg.batch_tokens == 'tree' else 'text tokens, as --task translation'}), "
           f"the same batches for both models")
     baseline_dims, tree_dims = baseline.dims(), tree.dims()
     rows = [["arch", a.baseline_arch, a.tree_arch]]
@@ -663,15 +694,18 @@ def report(a, m: Measurements) -> None:
         result("  ideal = FLOPs transf. / FLOPs tree", f"{per_step['transformer']:.1f} GFLOP/step",
                f"{per_step['tree']:.1f} GFLOP/step", ideal)
     if train is not None and flops is not None:
-        result("  measured / ideal", ratio=timings.speed_ratio() / ideal, target=TARGETS["train"])
+        if tree.method_flops["train"]:
+            result("    of which the method's elementwise work", "",
+                   f"{tree.method_flops['train'] / len(flop_batches) / 1e6:.2f} MFLOP/step")
+        result("  measured / ideal", ratio=timings.speed_ratio() / ideal, target=train_target(a.tree_arch))
         if not device.cuda:
             cpu_wps = {n: words / timings.total(n, "cpu") for n in timings.cpu}
             result("  cross-check, process CPU time: words/s", f"{cpu_wps['transformer']:.0f}",
                    f"{cpu_wps['tree']:.0f}", timings.speed_ratio("cpu"))
             result("    measured / ideal (CPU time)", ratio=timings.speed_ratio("cpu") / ideal,
-                   target=TARGETS["train"])
+                   target=train_target(a.tree_arch))
     else:
-        result("1 training words/s: measured / ideal", ratio=None, target=TARGETS["train"])
+        result("1 training words/s: measured / ideal", ratio=None, target=train_target(a.tree_arch))
     if generation is not None:
         gen_timings, gen_sentences, tokens, length_note = generation
         sps = {n: gen_sentences / gen_timings.total(n) for n in gen_timings.wall}
@@ -685,6 +719,9 @@ def report(a, m: Measurements) -> None:
             gen_ideal = gen_flops["transformer"] / gen_flops["tree"]
             result("  ideal = FLOPs transf. / FLOPs tree", f"{gen_flops['transformer'] / 1e9:.1f} GFLOP",
                    f"{gen_flops['tree'] / 1e9:.1f} GFLOP", gen_ideal)
+            if tree.method_flops["generate"]:
+                result("    of which the method's elementwise work", "",
+                       f"{tree.method_flops['generate'] / 1e6:.2f} MFLOP")
             result("  measured / ideal", ratio=gen_timings.speed_ratio() / gen_ideal, target=TARGETS["train"])
         result("  mean output length (tokens + EOS)", f"{tokens['transformer'] / gen_sentences:.1f}",
                f"{tokens['tree'] / gen_sentences:.1f}")
@@ -731,8 +768,9 @@ def report(a, m: Measurements) -> None:
         repeatability(timings, 2, "half of the updates")
     print(f"- FLOPs: torch.utils.flop_counter.FlopCounterMode over forward + backward of the criterion "
           f"(matmul ops; scaled_dot_product_attention counted as its math-backend matmuls, without flash "
-          f"attention's recomputation; elementwise ops are not counted), summed over the first "
-          f"{len(flop_batches)} timed batches")
+          f"attention's recomputation; elementwise ops are not counted, except a method's own where the model "
+          f"states them: tree_fairseq.analysis.benchmark_models), summed over the first {len(flop_batches)} timed "
+          f"batches")
     if generation is not None:
         low, median, high = gen_timings.paired()
         print(f"- generation: SequenceGenerator via task.build_generator / task.inference_step, beam {a.beam}, "
@@ -760,7 +798,7 @@ def summary(a, m: Measurements) -> dict:
     result = {
         "tree_arch": a.tree_arch, "baseline_arch": a.baseline_arch, "device": m.device.describe(),
         "date": time.strftime("%Y-%m-%d %H:%M %Z"), "load_average": [m.load_at_start, load_note()],
-        "data": a.data, "dims": m.pair[1].dims(), "lengths": m.lengths,
+        "task": task_for(a.tree_arch), "data": a.data, "dims": m.pair[1].dims(), "lengths": m.lengths,
         "train_ratio": None, "train_ideal": None, "gen_ratio": None, "gen_ideal": None,
         "train_memory_ratio": None, "train_memory_above_ratio": None, "memory_growth_ratio": None,
     }
@@ -768,6 +806,7 @@ def summary(a, m: Measurements) -> dict:
         result["train_ratio"] = m.train[0].speed_ratio()
     if m.flops is not None:
         result["train_ideal"] = m.flops["transformer"] / m.flops["tree"]
+        result["train_gflop"] = {n: f / 1e9 for n, f in m.flops.items()}
     if m.generation is not None:
         result["gen_ratio"] = m.generation[0].speed_ratio()
     if m.gen_flops is not None:
@@ -786,6 +825,9 @@ def summary(a, m: Measurements) -> dict:
                    / (m.sweep[mode, "transformer"][i] / m.sweep[mode, "transformer"][0])
                    for i, n in enumerate(m.lengths) if i}
             for mode in ("training", "inference")}
+    if any(m.pair[1].method_flops.values()):
+        # the tree model's elementwise work that its FLOPs above include (uncounted by torch's counter)
+        result["method_gflop"] = {phase: f / 1e9 for phase, f in m.pair[1].method_flops.items()}
     result["errors"] = m.errors
     return result
 

@@ -1,20 +1,34 @@
 """scripts/benchmark_all.py: one benchmark_speed.py run per family and run, resumable, and the
-table of medians it writes from the runs' JSON."""
+table of medians it writes from the runs' JSON; PASCAL's runs on a data-bin with parents, its FLOP
+ideal charged with the parent scaling's elementwise work."""
 
 import json
 import subprocess
 import sys
+from argparse import Namespace
 from pathlib import Path
 
 import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from helpers import by_length, collate
+from helpers import build as build_model
+from tree_fairseq.analysis.benchmark_models import MethodFlops, synthetic_parent_spans, task_for, train_target
 from tree_fairseq.analysis.benchmark_table import FAMILIES, figure, load_runs, table
+from tree_fairseq.modules.parent_scaled_attention import (
+    ParentScaledSelfAttention,
+    parent_positions,
+    parent_weight_flops,
+    parent_weights,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--embed-dim", "32", "--ffn-dim", "64", "--heads", "2", "--encoder-layers", "1", "--decoder-layers", "1",
         "--updates", "2", "--warmup", "1", "--max-tokens", "500", "--gen-sentences", "8", "--gen-rounds", "1",
         "--flop-batches", "1", "--memory-batches", "1", "--lengths", "16,32,64", "--sweep-batch-size", "2"]
 TWO_FAMILIES = ["treeformer_iwslt_de_en", "constituent_transformer_iwslt_de_en"]
+PASCAL = "pascal_transformer_iwslt_de_en"
 
 
 def benchmark_all(databin, out, *flags):
@@ -84,3 +98,122 @@ def test_table_only_writes_the_packages_table_of_the_runs_there(tmp_path):
     result = benchmark_all("unused", tmp_path, "--table-only")
     assert result.returncode == 0, result.stderr
     assert result.stdout == (tmp_path / "table.md").read_text() == table(load_runs(published))
+
+
+# PASCAL: its task, its data-bin, and the work its FLOP ideal is charged with
+
+
+@pytest.mark.slow
+def test_pascal_runs_on_a_data_bin_with_parents_charged_with_its_parent_scaling(parent_databin, tmp_path):
+    out = tmp_path / "bench"
+    result = benchmark_all(parent_databin, out, "--runs", "1", "--families", PASCAL, *TINY)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / f"{PASCAL}.run1.json").read_text())
+    assert summary["task"] == "dependency_translation" and not summary["errors"]
+    assert summary["dims"]["heads (enc/dec)"] == "2/2"
+    # the same matrix products as the transformer's, plus the parent scaling's elementwise work
+    flops, method = summary["train_gflop"], summary["method_gflop"]
+    assert 0 < method["train"] and 0 < method["generate"]
+    assert flops["tree"] - method["train"] == pytest.approx(flops["transformer"], rel=1e-9)
+    assert summary["train_ideal"] == pytest.approx(flops["transformer"] / flops["tree"]) and summary["train_ideal"] < 1
+    report = (out / f"{PASCAL}.run1.txt").read_text()
+    assert "fairseq's dependency_translation batching" in report and "text tokens" in report
+    assert "of which the method's elementwise work" in report
+    assert [line for line in report.splitlines() if line.startswith("  measured / ideal")][0].split()[-2] == "0.95"
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    assert rows[1].startswith(f"| parent-scaled self-attention (PASCAL) (`{PASCAL}`) | 1 | ")
+
+
+def test_a_family_that_reads_parents_is_refused_a_data_bin_without_them(tiny_databin, tmp_path):
+    out = tmp_path / "bench"
+    result = benchmark_all(tiny_databin, out, "--families", TWO_FAMILIES[0], PASCAL)
+    assert result.returncode == 1
+    assert f"{PASCAL} read the sources' dependency parents" in result.stderr and "--parents-data" in result.stderr
+    assert not list(out.glob("*"))
+
+
+def test_tasks_and_targets():
+    assert task_for(PASCAL) == task_for("pascal_transformer_tiny") == "dependency_translation"
+    assert {task_for(arch) for arch in FAMILIES if arch != PASCAL} == {"tree_translation"}
+    assert train_target(PASCAL) == 0.95 and train_target("treeformer_iwslt_de_en") == 0.9
+
+
+def test_synthetic_parents_are_a_tree_over_the_words_with_eos_its_own():
+    spans = synthetic_parent_spans(7, 3)
+    assert spans.shape == (3, 8, 2) and (spans == spans[:1]).all()
+    assert spans[0, 7].tolist() == [7, 7] and (spans[0, :7, 0] == spans[0, :7, 1]).all()
+    roots = [i for i in range(7) if spans[0, i, 0] == i]
+    assert len(roots) == 1
+
+
+class Operations(TorchDispatchMode):
+    """Output elements of every elementwise or reduction operation, by name: what the FLOP
+    counter of benchmark_speed.py (matrix products only) leaves out."""
+
+    COUNTED = {"add", "sub", "rsub", "mul", "div", "neg", "exp", "pow", "square", "abs", "lt", "mean", "sum",
+               "masked_fill", "_softmax", "_softmax_backward_data", "where"}
+
+    def __init__(self):
+        super().__init__()
+        self.elements = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket.__name__.rstrip("_") in self.COUNTED:
+            self.elements += out.numel()
+        return out
+
+
+@pytest.mark.parametrize("weight,position", [("normal", "middle"), ("uniform", "first")])
+def test_parent_weight_flops_are_the_operations_done(weight, position):
+    spans = torch.randint(0, 9, (3, 9, 1)).expand(3, 9, 2).contiguous()
+    with Operations() as counted:
+        parent_weights(parent_positions(spans, position), weight)
+    assert parent_weight_flops(3, 9, weight, position) == counted.elements
+
+
+@pytest.mark.parametrize("parent_ignoring", [0.0, 0.3])
+def test_scaling_flops_are_the_operations_beyond_standard_heads(parent_ignoring):
+    """Forward and backward of 2 parent-scaled heads of 4 against the same module with none."""
+    torch.manual_seed(1)
+    x, weights = torch.randn(3, 9, 16), torch.rand(3, 9, 9)
+    padding = torch.zeros(3, 9, dtype=torch.bool)
+    padding[0, :2] = True
+    counts = []
+    for heads in (2, 0):
+        module = ParentScaledSelfAttention(16, 4, heads, parent_ignoring=parent_ignoring).train()
+        with Operations() as counted:
+            module(x, weights, padding)[0].sum().backward()
+        counts.append(counted.elements)
+    assert module.scaling_flops(3, 9, backward=True) == 0
+    scaled = ParentScaledSelfAttention(16, 4, 2, parent_ignoring=parent_ignoring).train()
+    # Beyond the method's work, autograd sums the gradients of the two slices the scores are cut into
+    # (one B·H·n² addition: the code's way of scaling P of the H heads, not charged to the method).
+    assert counts[0] - counts[1] == scaled.scaling_flops(3, 9, backward=True) + 3 * 4 * 9 * 9
+    assert scaled.eval().scaling_flops(3, 9, backward=False) == 3 * 2 * 9 * 9
+
+
+def test_method_flops_count_each_encoder_forward_with_its_backward_in_training(parent_databin):
+    task, model = build_model(parent_databin, arch="pascal_transformer_tiny", task="dependency_translation")
+    batch = collate(task, by_length(task)[-5:])
+    batch_size, length = batch["net_input"]["src_tokens"].shape
+    encoder = model.encoder
+    model.train()
+    with MethodFlops(model) as method:
+        model(**batch["net_input"])
+        model(**batch["net_input"])
+    assert method.total == 2 * encoder.method_flops(batch_size, length, backward=True)
+    assert encoder.method_flops(batch_size, length, backward=True) == (
+        parent_weight_flops(batch_size, length) + encoder.layers[0].self_attn.scaling_flops(batch_size, length, True))
+    model.eval()
+    with torch.no_grad(), MethodFlops(model) as method:
+        model(**batch["net_input"])
+    assert method.total == encoder.method_flops(batch_size, length, backward=False)
+    before = method.total
+    model(**batch["net_input"])  # outside the count
+    assert method.total == before and "forward" not in vars(encoder)
+    # fairseq's beam search runs the encoder once per batch, through forward_torchscript
+    generator = task.build_generator([model], Namespace(beam=2, max_len_a=0, max_len_b=3, min_len=1))
+    with torch.no_grad(), MethodFlops(model) as method:
+        task.inference_step(generator, [model], batch)
+    assert method.total == encoder.method_flops(batch_size, length, backward=False)

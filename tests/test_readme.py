@@ -268,9 +268,13 @@ def test_readme_parse_as_translation(tmp_path):
     assert "tree decoder" in output and "transformer" in output, output
 
 
-def test_readme_benchmark_speed(tiny_databin):
-    command = fill(readme_command("benchmark_speed"), {"DATA-BIN": tiny_databin}) + (
-        " --tree-arch tree_transformer_tiny --baseline-arch transformer --embed-dim 32 --ffn-dim 64 --heads 2"
+@pytest.mark.parametrize("arch,databin", [("tree_transformer_tiny", "tiny_databin"),
+                                          ("pascal_transformer_tiny", "parent_databin")])
+def test_readme_benchmark_speed(arch, databin, request):
+    """The Tree Transformer on a tree data-bin; PASCAL, which reads dependency parents, on one with
+    parents (--task dependency_translation)."""
+    command = fill(readme_command("benchmark_speed"), {"DATA-BIN": request.getfixturevalue(databin)}) + (
+        f" --tree-arch {arch} --baseline-arch transformer --embed-dim 32 --ffn-dim 64 --heads 2"
         " --encoder-layers 1 --decoder-layers 1 --updates 2 --warmup 1 --max-tokens 500 --gen-sentences 8"
         " --gen-rounds 1 --flop-batches 1 --memory-batches 1 --lengths 16 --sweep-batch-size 2")
     output = succeeded(bash(command, ROOT))
@@ -280,17 +284,25 @@ def test_readme_benchmark_speed(tiny_databin):
     generation = output[output.index("2 generation sentences/s"):output.index("3 peak training memory")]
     assert "ideal = FLOPs transf. / FLOPs tree" in generation and "measured / ideal" in generation, output
     assert "NOT MEASURED" not in output, output
+    task = "dependency_translation" if arch.startswith("pascal") else "tree_translation"
+    assert f"fairseq's {task} batching" in output, output
+    assert ("of which the method's elementwise work" in output) == arch.startswith("pascal"), output
 
 
 @pytest.mark.slow
-def test_readme_benchmark_all(tiny_databin, tmp_path):
+def test_readme_benchmark_all(tiny_databin, parent_databin, tmp_path):
+    """Two families, one on the tree data-bin and PASCAL on --parents-data's."""
     command = fill(readme_command("benchmark_all"), {"DATA-BIN": tiny_databin, "BENCH": tmp_path}) + (
-        " --families treeformer_iwslt_de_en --runs 1 --embed-dim 32 --ffn-dim 64 --heads 2 --encoder-layers 1"
-        " --decoder-layers 1 --updates 2 --warmup 1 --max-tokens 500 --gen-sentences 8 --gen-rounds 1"
-        " --flop-batches 1 --memory-batches 1 --lengths 16,32 --sweep-batch-size 2")
+        f" --families treeformer_iwslt_de_en pascal_transformer_iwslt_de_en --parents-data {parent_databin} --runs 1"
+        " --embed-dim 32 --ffn-dim 64 --heads 2 --encoder-layers 1 --decoder-layers 1 --updates 2 --warmup 1"
+        " --max-tokens 500 --gen-sentences 8 --gen-rounds 1 --flop-batches 1 --memory-batches 1 --lengths 16,32"
+        " --sweep-batch-size 2")
     output = succeeded(bash(command, ROOT))
     assert output == (tmp_path / "table.md").read_text()
     assert "| Treeformer (chart) (`treeformer_iwslt_de_en`) | 1 |" in output, output
+    assert "| parent-scaled self-attention (PASCAL) (`pascal_transformer_iwslt_de_en`) | 1 |" in output, output
+    for arch, databin in (("treeformer_iwslt_de_en", tiny_databin), ("pascal_transformer_iwslt_de_en", parent_databin)):
+        assert json.loads((tmp_path / f"{arch}.run1.json").read_text())["data"] == str(databin)
 
 
 @pytest.mark.slow

@@ -44,6 +44,7 @@ from tree_fairseq.modules.parent_scaled_attention import (
     PARENT_WEIGHTS,
     ParentScaledSelfAttention,
     parent_positions,
+    parent_weight_flops,
     parent_weights,
 )
 
@@ -132,6 +133,19 @@ class PascalEncoder(SentenceRowsReorder, TransformerEncoderBase):
         super().__init__(cfg, dictionary, embed_tokens)
         for index in pascal_layer_indices(cfg):
             self.layers[index] = PascalEncoderLayer(cfg)
+
+    def method_flops(self, batch_size: int, length: int, backward: bool) -> int:
+        """The parent scaling's elementwise work in one forward over ``batch_size`` rows of
+        ``length`` columns (``backward``: and its backward): the weights, once per batch
+        (:func:`parent_weight_flops`), and their product with the scores in each parent-scaled
+        layer (:meth:`ParentScaledSelfAttention.scaling_flops`). The rest of the encoder is the
+        transformer's; ``torch.utils.flop_counter`` counts its matrix products, not this."""
+        cfg = self.cfg
+        flops = parent_weight_flops(batch_size, length, str(cfg.pascal_weight), str(cfg.pascal_parent_position))
+        for layer in self.layers:
+            if isinstance(layer, PascalEncoderLayer):
+                flops += layer.self_attn.scaling_flops(batch_size, length, backward)
+        return flops
 
     def forward(
         self,

@@ -97,6 +97,22 @@ def parent_weights(parents: Tensor, weight: str = "normal", sigma: float = 1.0, 
     return torch.exp(-distance.square() / (2 * variance)) / math.sqrt(2 * math.pi * variance)
 
 
+def parent_weight_flops(batch_size: int, length: int, weight: str = "normal", position: str = "middle") -> int:
+    """The operations of :func:`parent_positions` and :func:`parent_weights` for a batch of
+    ``batch_size`` rows of ``length`` columns, one per output element of each elementwise or
+    reduction operation (casts and copies: none): the middle of the parent's pieces, a mean, 1
+    per token; the Gaussian's ``j - p_i``, square, negation, ``/ 2σ²``, exp and ``/ sqrt(2πσ²)``,
+    6 per query and key; the window's ``j - p_i``, absolute value and ``< c + 1``, 3. This is
+    work that ``torch.utils.flop_counter`` (matrix products only) does not count."""
+    if weight not in PARENT_WEIGHTS:
+        raise ValueError(f"unknown parent weight {weight!r}; one of {PARENT_WEIGHTS}")
+    if position not in PARENT_POSITIONS:
+        raise ValueError(f"unknown parent position {position!r}; one of {PARENT_POSITIONS}")
+    per_pair = 6 if weight == "normal" else 3
+    per_token = 1 if position == "middle" else 0
+    return batch_size * length * (per_pair * length + per_token)
+
+
 def ignore_parents(weights: Tensor, num_heads: int, probability: float,
                    generator: torch.Generator | None = None) -> Tensor:
     """Parent-ignoring: ``weights (B, n, n)`` for ``num_heads`` heads, ``(B, num_heads, n, n)``,
@@ -147,6 +163,20 @@ class ParentScaledSelfAttention(nn.Module):
         nn.init.xavier_uniform_(self.out_proj.weight)
         if self.out_proj.bias is not None:
             nn.init.zeros_(self.out_proj.bias)
+
+    def scaling_flops(self, batch_size: int, length: int, backward: bool) -> int:
+        """The operations that parent-scale the scores of a batch of ``batch_size`` rows of
+        ``length`` columns beyond what standard heads do, one per output element of each
+        elementwise operation (copies: none): the product ``S ⊙ w`` in the ``P`` heads,
+        ``B·P·n²`` (``backward``: as many again, the gradient through the product; the weights
+        take none); in training with parent-ignoring, the draw's comparison per query and head and
+        the replacement by ones per weight. This is work that ``torch.utils.flop_counter`` (matrix
+        products only) does not count."""
+        heads = self.num_parent_heads
+        flops = batch_size * heads * length * length * (2 if backward else 1)
+        if heads and self.training and self.parent_ignoring > 0:
+            flops += batch_size * heads * length * (length + 1)
+        return flops
 
     def _split_heads(self, x: Tensor) -> Tensor:
         """``(B, n, H·dh)`` -> ``(B, H, n, dh)``."""
