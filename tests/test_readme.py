@@ -47,7 +47,10 @@ COMMANDS = {
     "parse_bracketed": "tree-fairseq-parse --parser bracketed",
     "parse_conllu": "tree-fairseq-parse --parser conllu",
     "parse_balanced": "tree-fairseq-parse --parser balanced",
+    "learn_bpe": "cat train.tok.de train.tok.en | subword-nmt learn-bpe",
+    "apply_bpe": "for split in train valid test; do",
     "preprocess": "tree-fairseq-preprocess",
+    "train_tree_model": "fairseq-train data-bin/iwslt14.de-en",
     "interactive": "fairseq-interactive",
     "python_api": "from tree_fairseq.models.tree_transformer import TreeTransformerModel",
     "train_gpus": "fairseq-train DATA-BIN --user-dir tree_fairseq --task tree_translation --arch tree_transformer_wmt_en_de",
@@ -404,6 +407,45 @@ def test_readme_preprocess(tiny_corpus, tmp_path):
     written = {path.name for path in (tmp_path / "data-bin" / "iwslt14.de-en").iterdir()}
     assert {"dict.de.txt", "dict.de.nodes.txt", "train.de-en.de.nodes.bin", "test.de-en.de.spans.idx",
             "valid.de-en.en.bin"} <= written
+
+
+def tokenised_and_parsed(directory: Path) -> Path:
+    """{split}.tok.{de,en} and {split}.tree.de in ``directory``, as step 1 of the README leaves them."""
+    write_tokenised_corpus(directory / "text")
+    for split in ("train", "valid", "test"):
+        for lang in ("de", "en"):
+            (directory / f"{split}.tok.{lang}").write_text((directory / "text" / f"{split}.{lang}").read_text())
+        trees = [trivial_tree(line.split(), "balanced").to_bracketed()
+                 for line in (directory / f"{split}.tok.de").read_text().splitlines()]
+        (directory / f"{split}.tree.de").write_text("".join(tree + "\n" for tree in trees))
+    return directory
+
+
+def test_readme_learn_bpe(tmp_path):
+    succeeded(bash(readme_command("learn_bpe"), tokenised_and_parsed(tmp_path)))
+    assert (tmp_path / "codes").read_text().startswith("#version")
+
+
+def test_readme_apply_bpe(tmp_path):
+    """Step 2 as written, then step 3's command on what it leaves: the data-bin step 4 trains on."""
+    tokenised_and_parsed(tmp_path)
+    succeeded(bash(readme_command("learn_bpe"), tmp_path))
+    succeeded(bash(readme_command("apply_bpe"), tmp_path))
+    for split in ("train", "valid", "test"):
+        assert (tmp_path / "bpe" / f"{split}.tree.de").read_text() == (tmp_path / f"{split}.tree.de").read_text()
+        for lang in ("de", "en"):
+            bpe = (tmp_path / "bpe" / f"{split}.{lang}").read_text()
+            assert bpe.replace("@@ ", "") == (tmp_path / f"{split}.tok.{lang}").read_text()
+    succeeded(bash(readme_command("preprocess"), tmp_path))
+    assert (tmp_path / "data-bin" / "iwslt14.de-en" / "test.de-en.de.nodes.bin").exists()
+
+
+def test_readme_train_tree_model(tiny_databin, tmp_path):
+    command = fill(readme_command("train_tree_model"), {
+        "data-bin/iwslt14.de-en": tiny_databin, "--max-update 60000": "--max-update 1 --num-workers 0",
+        "--max-tokens 4096": "--max-tokens 500", "checkpoints/tree_transformer": tmp_path})
+    assert "done training" in succeeded(bash(command, ROOT))
+    assert (tmp_path / "checkpoint_last.pt").exists()
 
 
 # Raw text: fairseq-interactive and the Python API translate the same
