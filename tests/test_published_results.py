@@ -15,7 +15,7 @@ import pytest
 from conftest import shared_data
 from helpers import train_and_generate
 
-from tree_fairseq.cli.score import detokenize, stored_reference
+from tree_fairseq.cli.score import detokenize, split_sources, stored_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 SACREBLEU = str(Path(sys.executable).parent / "sacrebleu")
@@ -147,3 +147,37 @@ def test_published_comparison_over_seeds_is_recomputed_and_quoted(folder, tmp_pa
             low, high = pair[metric]["interval"]
             quoted = f"{pair[metric]['difference']:+.2f} [{low:+.2f}, {high:+.2f}], {pair[metric]['p']:.4f}"
             assert any(quoted in page for page in pages), (pair["a"], pair["b"], metric, quoted)
+
+
+def test_publish_results_refuses_what_would_publish_a_wrong_score(tiny_databin, tmp_path):
+    """Outputs with subword marks, a system named twice or with a path in its name, an unknown
+    --baseline and two runs' outputs concatenated are refused with one line, before anything is
+    written."""
+    references = stored_reference(str(tiny_databin), "test").tokenised
+    sources = [line.replace("@@ ", "") for line in split_sources(str(tiny_databin), "test")]
+
+    def output(name, hyps, ids=range(len(references))):
+        path = tmp_path / name
+        path.write_text("".join(f"S-{i}\t{sources[i]}\nT-{i}\t{references[i]}\nH-{i}\t-0.5\t{hyps[i]}\n" for i in ids))
+        return str(path)
+
+    good = output("good.txt", references)
+    out = tmp_path / "published"
+
+    def refused(*args):
+        result = subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out", str(out),
+                                 "--lang", "en", "--data-bin", str(tiny_databin), *args],
+                                capture_output=True, text=True)
+        assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        return result.stderr.strip().splitlines()[-1]
+
+    marked = output("marked.txt", [ref.replace(" ", "@@ ", 1) if " " in ref else ref for ref in references])
+    assert "the text still holds subword marks" in refused("a=" + good, "b=" + marked)
+    assert "system a is given twice" in refused("a=" + good, "a=" + good)
+    assert "a system name is letters, digits" in refused("../a=" + good)
+    assert "a system name is letters, digits" in refused("x/y=" + good)
+    assert "--baseline c is not among the systems a, b" in refused("--baseline", "c", "a=" + good, "b=" + good)
+    twice = tmp_path / "twice.txt"
+    twice.write_text((tmp_path / "good.txt").read_text() * 2)
+    assert "has two T- lines" in refused("a=" + str(twice))
+    assert not out.exists()  # nothing written by a refused run
