@@ -53,7 +53,6 @@ Readings, and choices the paper leaves open, made here:
 Algorithm 1 (unsupervised parsing) is :func:`unsupervised_parse`; see its docstring.
 """
 
-import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -61,6 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tree_fairseq.modules.head_projections import HeadProjections
 from tree_fairseq.trees.tree import Node, Tree
 
 INDUCED_LABEL = "X"  # the label of every induced constituent: Algorithm 1 gives none
@@ -173,12 +173,13 @@ class ConstituentAttention(nn.Module):
         return Constituents(links, constituent_prior(links, padding_mask))
 
 
-class ConstituentSelfAttention(nn.Module):
+class ConstituentSelfAttention(HeadProjections):
     """Multi-head self-attention scaled by the constituent prior, ``E = C ⊙ softmax(QKᵀ/√d_h)``
     (eq. 2),
     followed by ``W^O`` (the residual, layer norm and feed-forward belong to the layer).
 
-    q/k/v/out projections and their initialisation are fairseq's ``MultiheadAttention``'s.
+    q/k/v/out projections and their initialisation are fairseq's ``MultiheadAttention``'s
+    (:class:`~tree_fairseq.modules.head_projections.HeadProjections`).
     """
 
     def __init__(
@@ -189,27 +190,8 @@ class ConstituentSelfAttention(nn.Module):
         bias: bool = True,
         renormalize: bool = False,
     ):
-        super().__init__()
-        if embed_dim % num_heads:
-            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
-        self.embed_dim = embed_dim
-        self.num_heads = num_heads
-        self.head_dim = embed_dim // num_heads
-        self.dropout = dropout
+        super().__init__(embed_dim, num_heads, dropout=dropout, bias=bias)
         self.renormalize = renormalize
-        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        for proj in (self.q_proj, self.k_proj, self.v_proj):
-            nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
-        nn.init.xavier_uniform_(self.out_proj.weight)
-        if self.out_proj.bias is not None:
-            nn.init.zeros_(self.out_proj.bias)
-
-    def _split_heads(self, x: Tensor) -> Tensor:
-        """``(B, n, H·dh)`` -> ``(B, H, n, dh)``."""
-        return x.view(x.size(0), x.size(1), self.num_heads, self.head_dim).transpose(1, 2)
 
     def forward(
         self, x: Tensor, prior: Tensor, padding_mask: Tensor, need_weights: bool = False
@@ -219,12 +201,10 @@ class ConstituentSelfAttention(nn.Module):
         Returns the output ``(B, n, d)`` (zero at padded positions) and, if ``need_weights``,
         ``E (B, H, n, n)`` before dropout.
         """
-        batch_size, length, _ = x.shape
-        queries = self._split_heads(self.q_proj(x)) * self.head_dim**-0.5
-        keys, values = self._split_heads(self.k_proj(x)), self._split_heads(self.v_proj(x))
+        queries, keys, values = self.project(x)
         if not need_weights and not (torch.is_grad_enabled() and (queries.requires_grad or prior.requires_grad)):
             attended = self._attend_head_by_head(queries, keys, values, prior, padding_mask)
-            out = self.out_proj(attended.transpose(1, 2).reshape(batch_size, length, self.embed_dim))
+            out = self.out_proj(self._merge_heads(attended))
             return out.masked_fill_(padding_mask.unsqueeze(-1), 0.0), None
         scores = (queries @ keys.transpose(-1, -2)).to(prior.dtype)  # (B, H, n, n)
         # Every query keeps at least one real key (a padded query sees the real keys; an
@@ -234,7 +214,7 @@ class ConstituentSelfAttention(nn.Module):
         if self.renormalize:
             probs = probs / probs.sum(-1, keepdim=True).clamp_min(torch.finfo(probs.dtype).tiny)
         attended = F.dropout(probs, p=self.dropout, training=self.training).to(values.dtype) @ values
-        out = self.out_proj(attended.transpose(1, 2).reshape(batch_size, length, self.embed_dim))
+        out = self.out_proj(self._merge_heads(attended))
         out = out.masked_fill(padding_mask.unsqueeze(-1), 0.0)
         return out, (probs if need_weights else None)
 
