@@ -127,6 +127,68 @@ def test_module_matches_the_plain_reference_in_mixed_padded_batches(weight, num_
             torch.testing.assert_close(out[b, offset:offset + length], expected, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("weight", ["normal", "uniform"])
+@pytest.mark.parametrize("num_parent_heads", [0, 1, 3, 4])
+@pytest.mark.parametrize("mode", ["eval", "train", "train, parent-ignoring"])
+def test_the_inference_path_computes_what_autograd_does(weight, num_parent_heads, mode):
+    """Without autograd the module attends head by head and in place; with it, all heads at once.
+    The same elementwise operations: equal outputs (bit for bit with this CPU build; the check
+    allows 1e-6 for matrix-product libraries that block a head's product otherwise). In training:
+    no attention dropout, the parent-ignoring drawn from the same seed."""
+    torch.manual_seed(0)
+    module = ParentScaledSelfAttention(16, 4, num_parent_heads, parent_ignoring=0.5 if "ignoring" in mode else 0.0)
+    module.train(mode != "eval")
+    x, padding, parents, _, _ = padded_batch([5, 2, 7, 1, 6], [True, False, False, True, True], random.Random(3))
+    weights = parent_weights(parents, weight, sigma=0.7)
+    for mask in (padding, None):
+        torch.manual_seed(1)
+        with torch.no_grad():
+            inferred, none = module(x, weights, mask)
+        torch.manual_seed(1)
+        trained = module(x, weights, mask)[0]
+        assert trained.requires_grad and none is None
+        torch.testing.assert_close(inferred, trained.detach(), atol=1e-6, rtol=0)
+        torch.manual_seed(1)
+        with torch.no_grad():
+            torch.testing.assert_close(module(x, weights, mask, need_weights=True)[0], inferred, atol=1e-6, rtol=0)
+
+
+def peak_cpu_bytes(fn) -> int:
+    """The most CPU memory allocated at once during ``fn`` above the level at its start (the
+    allocator's events, as scripts/benchmark_speed.py reads them)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted((e for e in prof.profiler.kineto_results.events()
+                     if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU),
+                    key=lambda e: e.start_ns())
+    level = top = 0
+    for event in events:
+        level += event.nbytes()
+        top = max(top, level)
+    return top
+
+
+def test_inference_holds_one_heads_scores_at_a_time():
+    """Without autograd the layer's peak is the queries, keys, values and output ``(B, n, d)`` and
+    one head's scores and probabilities ``(B, n, n)``: less than one ``(B, H, n, n)`` tensor, where
+    the all-heads path holds three."""
+    torch.manual_seed(0)
+    batch, length, dim, heads = 2, 160, 16, 4
+    module = ParentScaledSelfAttention(dim, heads, 2).eval()
+    x = torch.randn(batch, length, dim)
+    weights = parent_weights(torch.randint(0, length, (batch, length)).float())
+    padding = torch.zeros(batch, length, dtype=torch.bool)
+    all_heads = batch * heads * length * length * 4
+    with torch.no_grad():
+        module(x, weights, padding)  # first-call allocations
+        peak = peak_cpu_bytes(lambda: module(x, weights, padding))
+        assert peak < all_heads
+        assert peak_cpu_bytes(lambda: module(x, weights, padding, need_weights=True)) > 2 * all_heads
+    assert peak >= 2 * batch * length * length * 4
+
+
 def test_gaussian_is_the_printed_density():
     weights = parent_weights(torch.tensor([[0.0, 2.0, 1.5]]), sigma=2.0)
     for i, parent in enumerate([0.0, 2.0, 1.5]):

@@ -26,6 +26,10 @@ Where this module stands:
 - EOS, which no parser parses, is its own parent (as the root), so its Gaussian peaks on itself;
 - the ``P`` parent-scaled heads are heads ``0 .. P-1`` of the layer (the heads are
   interchangeable; which ``P`` carry the parents is a labelling choice);
+- without autograd (inference) the layer attends one head at a time, scaling, masking and
+  normalising that head's ``(B, n, n)`` scores in place, so no ``(B, H, n, n)`` tensor is
+  formed; with autograd, all heads at once and out of place. The two paths do the same
+  elementwise operations (tests compare them);
 - the uniform window (:data:`PARENT_WEIGHTS` ``uniform``) is ``w_ij = 1`` where
   ``|j - p_i| < c + 1`` and 0 elsewhere, ``c`` the window: the ``2c + 1`` keys centred on a
   parent at a piece, ``2c + 2`` around a parent at the middle of an even number of pieces. It is
@@ -60,7 +64,9 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
+
+from tree_fairseq.modules.head_projections import HeadProjections
 
 # The weight a parent-scaled head multiplies its scores by: the paper's Gaussian, or a window.
 PARENT_WEIGHTS = ("normal", "uniform")
@@ -123,14 +129,15 @@ def ignore_parents(weights: Tensor, num_heads: int, probability: float,
     return weights.unsqueeze(1).masked_fill(ignored.unsqueeze(-1), 1.0)
 
 
-class ParentScaledSelfAttention(nn.Module):
+class ParentScaledSelfAttention(HeadProjections):
     """Multi-head self-attention whose first ``num_parent_heads`` heads multiply their scaled
     scores by parent weights (:func:`parent_weights`) before the softmax, followed by ``W^O``
     (the residual, layer norm and feed-forward belong to the layer).
 
     q/k/v/out projections, their names and initialisation are fairseq's ``MultiheadAttention``'s
-    (a fairseq transformer layer's state dict loads into it). ``parent_ignoring`` is the
-    probability of :func:`ignore_parents` in training."""
+    (:class:`~tree_fairseq.modules.head_projections.HeadProjections`: a fairseq transformer
+    layer's state dict loads into it). ``parent_ignoring`` is the probability of
+    :func:`ignore_parents` in training."""
 
     def __init__(
         self,
@@ -141,28 +148,13 @@ class ParentScaledSelfAttention(nn.Module):
         parent_ignoring: float = 0.0,
         bias: bool = True,
     ):
-        super().__init__()
-        if embed_dim % num_heads:
-            raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+        super().__init__(embed_dim, num_heads, dropout=dropout, bias=bias)
         if not 0 <= num_parent_heads <= num_heads:
             raise ValueError(f"{num_parent_heads} parent-scaled heads of {num_heads}: between 0 and {num_heads}")
         if not 0 <= parent_ignoring <= 1:
             raise ValueError(f"parent-ignoring {parent_ignoring} is not a probability")
-        self.embed_dim = embed_dim
-        self.num_heads = num_heads
         self.num_parent_heads = num_parent_heads
-        self.head_dim = embed_dim // num_heads
-        self.dropout = dropout
         self.parent_ignoring = parent_ignoring
-        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        for proj in (self.q_proj, self.k_proj, self.v_proj):
-            nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
-        nn.init.xavier_uniform_(self.out_proj.weight)
-        if self.out_proj.bias is not None:
-            nn.init.zeros_(self.out_proj.bias)
 
     def scaling_flops(self, batch_size: int, length: int, backward: bool) -> int:
         """The operations that parent-scale the scores of a batch of ``batch_size`` rows of
@@ -178,10 +170,6 @@ class ParentScaledSelfAttention(nn.Module):
             flops += batch_size * heads * length * (length + 1)
         return flops
 
-    def _split_heads(self, x: Tensor) -> Tensor:
-        """``(B, n, H·dh)`` -> ``(B, H, n, dh)``."""
-        return x.view(x.size(0), x.size(1), self.num_heads, self.head_dim).transpose(1, 2)
-
     def forward(
         self, x: Tensor, weights: Tensor, padding_mask: Tensor | None = None, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
@@ -189,22 +177,54 @@ class ParentScaledSelfAttention(nn.Module):
         ``(B, n)`` bool, True at padding, or None.
 
         Returns the output ``(B, n, d)`` and, if ``need_weights``, the attention probabilities
-        ``(B, H, n, n)`` before dropout."""
-        batch_size, length, _ = x.shape
-        queries = self._split_heads(self.q_proj(x)) * self.head_dim**-0.5
-        keys, values = self._split_heads(self.k_proj(x)), self._split_heads(self.v_proj(x))
+        ``(B, H, n, n)`` before dropout.
+
+        Without autograd (and without ``need_weights``) the heads are attended one at a time and
+        in place (:meth:`_attend_head_by_head`); with autograd, all heads at once, out of place."""
+        queries, keys, values = self.project(x)
+        head_weights = self._head_weights(weights)
+        if not need_weights and not (torch.is_grad_enabled() and any(
+                t.requires_grad for t in (queries, keys, values, weights))):
+            attended = self._attend_head_by_head(queries, keys, values, head_weights, padding_mask)
+            del queries, keys, values  # not needed for the output projection
+            return self.out_proj(self._merge_heads(attended)), None
         scores = (queries @ keys.transpose(-1, -2)).float()  # (B, H, n, n): S = q·k / sqrt(d)
         parent_heads = self.num_parent_heads
         if parent_heads:
-            if self.training and self.parent_ignoring > 0:
-                head_weights = ignore_parents(weights, parent_heads, self.parent_ignoring)  # (B, P, n, n)
-            else:
-                head_weights = weights.unsqueeze(1)  # (B, 1, n, n)
             scores = torch.cat([scores[:, :parent_heads] * head_weights, scores[:, parent_heads:]], dim=1)
         if padding_mask is not None:
             # Every query keeps a real key: a batch holds no empty sentence (EOS at least).
             scores = scores.masked_fill(padding_mask[:, None, None, :], float("-inf"))
         probs = scores.softmax(dim=-1)
         attended = F.dropout(probs, p=self.dropout, training=self.training).to(values.dtype) @ values
-        out = self.out_proj(attended.transpose(1, 2).reshape(batch_size, length, self.embed_dim))
-        return out, probs if need_weights else None
+        return self.out_proj(self._merge_heads(attended)), probs if need_weights else None
+
+    def _head_weights(self, weights: Tensor) -> Tensor:
+        """The weights of the ``P`` parent-scaled heads, ``(B, P, n, n)``: ``weights`` for each
+        (a view), or in training with parent-ignoring each head's own draw
+        (:func:`ignore_parents`)."""
+        if self.num_parent_heads and self.training and self.parent_ignoring > 0:
+            return ignore_parents(weights, self.num_parent_heads, self.parent_ignoring)
+        return weights.unsqueeze(1).expand(-1, self.num_parent_heads, -1, -1)
+
+    def _attend_head_by_head(self, queries: Tensor, keys: Tensor, values: Tensor, head_weights: Tensor,
+                             padding_mask: Tensor | None) -> Tensor:
+        """The heads' outputs ``softmax(S') V`` ``(B, H, n, dh)`` without autograd, one head at a
+        time and in place: the operations of :meth:`forward`'s autograd path, elementwise the
+        same, with one head's ``(B, n, n)`` scores and probabilities alive at a time instead of
+        the three ``(B, H, n, n)`` tensors of scores, scaled scores and probabilities (in
+        training, attention dropout draws its mask head by head, so other draws than the
+        autograd path's)."""
+        attended = values.new_empty(values.shape)
+        key_padding = None if padding_mask is None else padding_mask[:, None, :]
+        for head in range(self.num_heads):
+            scores = (queries[:, head] @ keys[:, head].transpose(-1, -2)).float()  # (B, n, n)
+            if head < self.num_parent_heads:
+                scores.mul_(head_weights[:, head])
+            if key_padding is not None:
+                scores.masked_fill_(key_padding, float("-inf"))
+            probs = F.dropout(scores.softmax(dim=-1), p=self.dropout, training=self.training)
+            del scores
+            torch.matmul(probs.to(values.dtype), values[:, head], out=attended[:, head])
+            del probs  # before the next head's scores
+        return attended
