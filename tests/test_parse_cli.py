@@ -140,7 +140,7 @@ def test_the_next_run_removes_the_partial_output_of_a_killed_one(tmp_path, capsy
     assert run(tmp_path, "--parser", "balanced") == ["(X a b)"]
     assert (f"tree-fairseq-parse: removing {tmp_path / 'trees.tmp'}, left by an earlier run that was killed while "
             "writing it") in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["text", "trees"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text", "trees", "trees.parser.json"]
 
 
 def test_stanza_without_models_stops_with_the_fetch_command(tmp_path, monkeypatch):

@@ -40,6 +40,13 @@ The trees are joined into ``OUTPUT.tmp`` and renamed ``OUTPUT`` once complete: a
 full disk removes it, and says so; one killed outright leaves it, and the next run on that output
 removes it (only a run holding the lock writes there).
 
+Beside the trees, ``OUTPUT.parser.json`` records what made them (renamed into place just before
+the trees): the back-end, its model and version where it has one (spaCy's pipeline name and
+version; stanza's version, package and model files), the tree shape, where ``--heads`` came from
+(the parser, or ``--heads-control`` and its seed) and the digest of the trees (and heads)
+written. tree-fairseq-preprocess copies it into the data-bin, and raw-text translation takes its
+parser from it (:mod:`tree_fairseq.parsing.record`).
+
 ``--on-failure``: a sentence the parser could not parse (stanza gave up on it; a
 ``--trees`` line that is empty, ``null``, ``( )`` or broken) stops the run by
 default; ``balanced``/``left``/``right`` give it that trivial tree over its
@@ -61,6 +68,9 @@ from tqdm import tqdm
 
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.parsing import ON_FAILURE, PARSERS, check_parser_options, make_parser
+from tree_fairseq.parsing.record import (
+    describe_parser, file_digest, parse_record, record_path, write_json_atomically,
+)
 from tree_fairseq.trees import TreeError
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
 from tree_fairseq.trees.parents import HEAD_CONTROLS, control_heads, format_heads
@@ -87,7 +97,8 @@ def get_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--input", required=True, help="tokenised text, one sentence per line")
     parser.add_argument("--output", required=True,
-                        help="trees, one per input line (work in OUTPUT.parts/ and OUTPUT.lock while running)")
+                        help="trees, one per input line (work in OUTPUT.parts/ and OUTPUT.lock while running); "
+                        "OUTPUT.parser.json beside them records the parser, its model and options")
     parser.add_argument("--parser", choices=PARSERS, default="stanza",
                         help="stanza: stanza's constituency parser; spacy: an installed spaCy pipeline's "
                         "dependency parser (--spacy-model); bracketed: existing parser output, one bracketed "
@@ -260,7 +271,16 @@ def _parse_file(args: argparse.Namespace) -> None:
         raise
     if hasattr(parser, "check_exhausted"):
         parser.check_exhausted()
-    failures, lifted = _join_parts(parts_dir, args.output, args.heads)
+    description = describe_parser(args.parser, parser, lang=args.lang, spacy_model=args.spacy_model,
+                                  dependency_shape=args.dependency_tree_shape, stanza_package=args.stanza_package,
+                                  stanza_model_files=stanza_model_files(args), trees=args.trees)
+
+    def record(trees_digest: str, heads_digest: str | None, failures: int) -> dict:
+        return parse_record(description, lines=total, trees_digest=trees_digest, on_failure=args.on_failure,
+                            failures=failures, heads=args.heads and (args.heads_control or "parser"),
+                            heads_seed=args.heads_seed, heads_digest=heads_digest)
+
+    failures, lifted = _join_parts(parts_dir, args.output, args.heads, record)
     _report_failures(failures, total, args)
     _report_lifts(lifted, total)
 
@@ -353,15 +373,19 @@ def _fingerprint(path: str) -> tuple[int, str]:
 
 def _joined_files(output: str, heads: str | None) -> list[str]:
     """The files joining the chunks writes before it renames them (removed if it fails)."""
-    return [output + ".tmp", output + ".failures.tmp"] + ([heads + ".tmp"] if heads is not None else [])
+    return [output + ".tmp", output + ".failures.tmp", record_path(output) + ".tmp"] + \
+        ([heads + ".tmp"] if heads is not None else [])
 
 
-def _join_parts(parts_dir: str, output: str, heads: str | None = None) -> tuple[list[str], list[tuple[int, int]]]:
+def _join_parts(parts_dir: str, output: str, heads: str | None = None,
+                record=None) -> tuple[list[str], list[tuple[int, int]]]:
     """Write OUTPUT (and OUTPUT.failures when some line failed, the heads when ``heads`` names
-    their file); returns the failure lines and the (line, arcs lifted) of the non-projective parses.
-    A join that fails (a full disk) leaves none of its files, the chunks kept."""
+    their file, and OUTPUT.parser.json, ``record(trees digest, heads digest, failures)``, renamed
+    just before OUTPUT: :mod:`tree_fairseq.parsing.record`); returns the failure lines and the
+    (line, arcs lifted) of the non-projective parses. A join that fails (a full disk) leaves none
+    of its files, the chunks kept."""
     try:
-        return _join(parts_dir, output, heads)
+        return _join(parts_dir, output, heads, record)
     except BaseException:
         for path in _joined_files(output, heads):
             if os.path.isfile(path):
@@ -369,13 +393,15 @@ def _join_parts(parts_dir: str, output: str, heads: str | None = None) -> tuple[
         raise
 
 
-def _join(parts_dir: str, output: str, heads: str | None) -> tuple[list[str], list[tuple[int, int]]]:
+def _join(parts_dir: str, output: str, heads: str | None, record) -> tuple[list[str], list[tuple[int, int]]]:
     parts = sorted(p for p in os.listdir(parts_dir) if p.endswith(".trees"))
+    heads_digest = None
     if heads is not None:
         with open(heads + ".tmp", "wb") as out:
             for part in parts:
                 with open(os.path.join(parts_dir, part.removesuffix(".trees") + ".heads"), "rb") as f:
                     shutil.copyfileobj(f, out)
+        heads_digest = file_digest(heads + ".tmp")
         os.replace(heads + ".tmp", heads)
     failures: list[str] = []
     lifted: list[tuple[int, int]] = []
@@ -394,6 +420,9 @@ def _join(parts_dir: str, output: str, heads: str | None) -> tuple[list[str], li
         _write_atomically(output + ".failures", "".join(line + "\n" for line in failures))
     elif os.path.exists(output + ".failures"):
         os.remove(output + ".failures")  # of an earlier run
+    if record is not None:
+        # The record names the trees by their digest: one left beside other trees is known as such.
+        write_json_atomically(record_path(output), record(file_digest(output + ".tmp"), heads_digest, len(failures)))
     os.replace(output + ".tmp", output)
     shutil.rmtree(parts_dir)
     return failures, lifted
