@@ -36,9 +36,19 @@ When every split also has the words' dependency heads, ``{pref}.{heads-suffix}.{
 root), each piece's parent word is added as the ``parents`` stream (the pieces of a word share
 its parent; :mod:`tree_fairseq.data.tree_streams`), which ``--task dependency_translation``
 reads. Heads for some splits only are refused.
+
+What made the trees goes into the data-bin as ``parser.{src}.json``: the record tree-fairseq-parse
+wrote beside each split's tree file (``{tree file}.parser.json``, also looked for beside the file a
+symbolic link leads to), per split, and as ``parser`` the training split's, the one raw-text
+translation takes by default (:mod:`tree_fairseq.parsing.record`). A tree file without a record,
+or whose record names other trees (its digest differs: the trees were edited or replaced), is
+``unknown``: nothing is guessed. Splits whose records name different parsers (back-end, model,
+tree shape or heads) are refused, since valid and test are then not the trees the model trains
+on; ``--mixed-parsers`` accepts them (each split keeps its record; ``parser`` is train's).
 """
 
 import itertools
+import json
 import logging
 import os
 import re
@@ -60,6 +70,10 @@ from tree_fairseq.cli.score import reference_paths
 from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.data import TreeStreamWriter, node_dictionary_path, tree_stream_prefix
 from tree_fairseq.data.tree_streams import ParentStreamWriter
+from tree_fairseq.parsing.record import (
+    RECORD_FORMAT, UNKNOWN, databin_record_path, describe, file_digest, heads_identity, parser_identity, read_record,
+    record_path, write_json_atomically,
+)
 from tree_fairseq.trees import (
     SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
 )
@@ -93,6 +107,10 @@ def get_parser():
     group.add_argument("--heads-suffix", default="heads",
                        help="dependency heads, when every split has them, are read from "
                        "{pref}.{heads-suffix}.{source-lang} and written as each piece's parent (default: heads)")
+    group.add_argument("--mixed-parsers", action="store_true",
+                       help="accept splits whose tree files were made by different parsers, as their records "
+                       "(TREEFILE.parser.json) say; by default refused. Each split's record is kept in "
+                       "parser.{src}.json; raw-text translation takes train's")
     group.add_argument("--nodedict", metavar="FP", help="reuse a node-label dictionary")
     group.add_argument("--allow-retokenized-trees", action="store_true",
                        help="accept trees whose leaves spell the text in other tokens (e.g. 'tag.' for 'tag .') "
@@ -140,6 +158,7 @@ def _run(args):
     for _, prefix in splits:
         _check_line_counts([f"{prefix}.{args.source_lang}", f"{prefix}.{args.target_lang}",
                             _tree_path(args, prefix)] + ([_heads_path(args, prefix)] if with_heads else []))
+    parser_record = _parser_record(args, splits, with_heads)
     destdir = os.path.abspath(args.destdir)
     os.makedirs(os.path.dirname(destdir), exist_ok=True)
     stage = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.partial-", dir=os.path.dirname(destdir))
@@ -152,6 +171,7 @@ def _run(args):
                 _write_trees(args, name, prefix, node_dict, grow_dictionary=name == "train" and not args.nodedict,
                              with_heads=with_heads)
             node_dict.save(node_dictionary_path(stage, args.source_lang))
+            write_json_atomically(databin_record_path(stage, args.source_lang), parser_record)
             try:
                 fairseq_preprocess.main(args)
             except AssertionError as error:  # fairseq checks some options by assert
@@ -234,6 +254,63 @@ def _with_heads(args, splits) -> bool:
         raise ValueError(f"dependency heads for some splits only: {', '.join(found)} but no {', '.join(missing)}; "
                          "give every split its heads (tree-fairseq-parse --heads), or none")
     return all(present)
+
+
+def _parser_record(args, splits, with_heads: bool) -> dict:
+    """The data-bin's parser.{src}.json: each split's record (or ``unknown``) and, as ``parser``,
+    train's (without a train split, the splits' common one). ValueError for splits parsed
+    differently, unless --mixed-parsers."""
+    records = {name: _split_record(args, prefix, with_heads) for name, prefix in splits}
+    kinds = {}
+    for name, record in records.items():
+        if record != UNKNOWN:
+            kind = json.dumps([parser_identity(record), heads_identity(record)], sort_keys=True)
+            kinds.setdefault(kind, []).append(name)
+    if len(kinds) > 1:
+        described = "; ".join(f"{', '.join(names)}: {describe(records[names[0]])}" for names in kinds.values())
+        if not args.mixed_parsers:
+            raise ValueError(f"the splits' trees were made by different parsers ({described}), as their records "
+                             f"({record_path(_tree_path(args, splits[0][1]))}, ...) say: parse every split alike, "
+                             "or give --mixed-parsers to binarise them as they are")
+        logger.warning(f"--mixed-parsers: the splits' trees were made by different parsers ({described})")
+    unknown = [name for name, record in records.items() if record == UNKNOWN]
+    if unknown:
+        logger.warning(f"no parser record for the trees of {', '.join(unknown)} (tree-fairseq-parse writes one beside "
+                       "its output, TREEFILE.parser.json): the data-bin records their parser as unknown")
+    if "train" in records:
+        chosen = records["train"]
+    else:
+        chosen = records[splits[0][0]] if len(kinds) == 1 and not unknown else UNKNOWN
+    if chosen != UNKNOWN:
+        logger.info(f"source trees made by {describe(chosen)} (recorded in "
+                    f"{os.path.basename(databin_record_path(args.destdir, args.source_lang))})")
+    return {"format": RECORD_FORMAT, "source_lang": args.source_lang, "parser": chosen, "splits": records}
+
+
+def _split_record(args, prefix, with_heads: bool):
+    """The record of a split's tree file, ``unknown`` where there is none or it names other trees;
+    its heads are kept when the data-bin takes them and the heads file is the one recorded."""
+    tree_path = _tree_path(args, prefix)
+    candidates = [record_path(tree_path)]
+    if os.path.realpath(tree_path) != os.path.abspath(tree_path):
+        candidates.append(record_path(os.path.realpath(tree_path)))
+    for path in candidates:
+        record = read_record(path)
+        if record is None:
+            continue
+        if not isinstance(record, dict) or record.get("trees_blake2b") != file_digest(tree_path):
+            logger.warning(f"{path} is the record of other trees than {tree_path} (edited or replaced since it was "
+                           "written): their parser is unknown")
+            return UNKNOWN
+        record = {**record, "trees_file": os.path.abspath(tree_path)}
+        heads = record.pop("heads", None)
+        if with_heads:
+            if heads and heads.get("blake2b") == file_digest(_heads_path(args, prefix)):
+                record["heads"] = heads
+            else:
+                record["heads"] = UNKNOWN
+        return record
+    return UNKNOWN
 
 
 def _check_line_counts(paths):
