@@ -13,6 +13,14 @@ of all the trees made so far: when none of them is a label of the training data 
 trained on stanza's, or spaCy's for one trained on balanced trees), the parser is refused with the
 first sentence that has nodes; when some are, one warning gives their share.
 
+Which parser: the task's choice (:func:`~tree_fairseq.tasks.tree_translation.inference_choice`, the
+options given or the parser record of the training data); without one, ``parser`` is None and the
+first sentence stops with ``missing``, the message saying what to pass. ``on_built(name, parser)``
+is called once the parser is built (the task checks it against the record there).
+
+A dependency parser (spaCy) parses each sentence once: the heads of its parse are kept
+(:attr:`InferenceTrees.word_heads`) for the parents of ``--task dependency_translation``.
+
 fairseq-interactive collates :meth:`InferenceTrees.dataset` but hands the generator only
 ``src_tokens`` and ``src_lengths``; :meth:`InferenceTrees.add_tree_inputs` puts the tree inputs back.
 The trees of the last dataset are kept, so each sentence is parsed once.
@@ -27,6 +35,8 @@ from fairseq.data import Dictionary, LanguagePairDataset, ListDataset
 from torch import Tensor
 
 from tree_fairseq.data.tree_pair_dataset import TreePairDataset, collate_trees
+from collections.abc import Callable
+
 from tree_fairseq.parsing import Parser, TrivialParser, make_parser
 from tree_fairseq.trees import (
     SUBWORD_LABEL, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, node_tensors,
@@ -50,16 +60,16 @@ class InferenceTrees:
     models (``parser_model_dir``, ``stanza_package``, ``stanza_model_files``), as tree-fairseq-parse.
     """
 
-    def __init__(self, src_dict: Dictionary, node_dict: Dictionary, parser: str | Parser,
+    def __init__(self, src_dict: Dictionary, node_dict: Dictionary, parser: str | Parser | None,
                  subword_format: str = "subword_nmt", lang: str | None = None,
                  parser_model_dir: str | None = None, subword_label: str = "pos",
                  spacy_model: str | None = None, dependency_shape: str = "layered",
-                 stanza_package: str | None = None, stanza_model_files: dict[str, str | None] | None = None):
+                 stanza_package: str | None = None, stanza_model_files: dict[str, str | None] | None = None,
+                 missing: str | None = None, on_built: Callable[[str, Parser], None] | None = None):
         if isinstance(parser, str) and parser not in INFERENCE_PARSERS:
             raise ValueError(f"parser {parser!r} cannot parse raw text; one of {INFERENCE_PARSERS}")
-        if parser == "spacy" and not spacy_model:
-            raise ValueError("--inference-parser spacy needs --inference-spacy-model NAME_OR_PATH (the pipeline "
-                             "the training data was parsed with)")
+        self._missing = missing or ("no parser for raw text: give --inference-parser, the parser the training "
+                                    "data was parsed with")
         if subword_label not in SUBWORD_LABELS:
             raise ValueError(f"unknown subword label {subword_label!r}; one of {SUBWORD_LABELS}")
         self.src_dict = src_dict
@@ -74,6 +84,10 @@ class InferenceTrees:
         self._dependency_shape = dependency_shape
         self._stanza_package = stanza_package
         self._stanza_model_files = stanza_model_files
+        self._on_built = on_built
+        # The heads of the dependency parser's parse of each sentence (its words) parsed since the last
+        # dataset, for the parents of --task dependency_translation.
+        self.word_heads: dict[tuple[str, ...], tuple[int, ...]] = {}
         self._trees: dict[tuple[int, ...], tuple[Tensor, Tensor]] = {}
         self.labels_seen: Counter = Counter()  # every node label encoded so far
         self.labels_unknown: Counter = Counter()  # those unseen in training
@@ -81,17 +95,25 @@ class InferenceTrees:
 
     @property
     def parser(self) -> Parser:
+        if self._parser is None:
+            raise ValueError(self._missing)
         if isinstance(self._parser, str):
-            self._parser = make_parser(self._parser, lang=self._lang, model_dir=self._parser_model_dir,
-                                       spacy_model=self._spacy_model, dependency_shape=self._dependency_shape,
-                                       stanza_package=self._stanza_package,
-                                       stanza_model_files=self._stanza_model_files)
+            if self._parser == "spacy" and not self._spacy_model:
+                raise ValueError("--inference-parser spacy needs --inference-spacy-model NAME_OR_PATH (the pipeline "
+                                 "the training data was parsed with)")
+            parser = make_parser(self._parser, lang=self._lang, model_dir=self._parser_model_dir,
+                                 spacy_model=self._spacy_model, dependency_shape=self._dependency_shape,
+                                 stanza_package=self._stanza_package, stanza_model_files=self._stanza_model_files)
+            if self._on_built is not None:
+                self._on_built(self._parser, parser)
+            self._parser = parser
         return self._parser
 
     def dataset(self, src_tokens: list[Tensor], src_lengths: list[int], tgt_dict: Dictionary | None = None,
                 constraints=None, left_pad_source: bool = True, count_nodes: bool = True) -> TreePairDataset:
         """What ``task.build_dataset_for_inference`` returns: fairseq's inference dataset with trees
         (``count_nodes``: as :class:`TreePairDataset`)."""
+        self.word_heads = {}
         trees = self.tree_tensors(src_tokens)
         self._trees = {_key(tokens, self.src_dict): tree for tokens, tree in zip(src_tokens, trees)}
         pairs = LanguagePairDataset(src_tokens, src_lengths, self.src_dict, tgt_dict=tgt_dict,
@@ -124,6 +146,11 @@ class InferenceTrees:
         to_parse = [i for i, w in enumerate(words) if w]
         parsed = self.parser.parse([words[i] for i in to_parse], 1, "<raw input>") if to_parse else []
         tree_of = dict(zip(to_parse, parsed))
+        dependency = getattr(self.parser, "dependency", None)
+        if dependency is not None:
+            heads = dependency.take_heads()  # by line: the k-th sentence parsed is line k
+            self.word_heads.update((tuple(words[i]), heads[line]) for line, i in enumerate(to_parse, start=1)
+                                   if line in heads)
         tensors = []
         for i, sentence_pieces in enumerate(pieces):
             if i not in tree_of:  # an empty sentence: EOS only, no nodes
@@ -180,7 +207,7 @@ def _some(labels: list[str], shown: int = 12) -> str:
 
 
 def _parser_name(parser) -> str:
-    if isinstance(parser, str):
+    if parser is None or isinstance(parser, str):
         return parser
     return getattr(parser, "shape", None) or type(parser).__name__
 

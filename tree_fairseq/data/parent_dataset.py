@@ -96,10 +96,14 @@ class InferenceParents:
     ``parser()`` returns (one with ``dependency_parses``, a spaCy pipeline: built once, shared
     with the trees), or a control of :data:`~tree_fairseq.trees.parents.HEAD_CONTROLS` drawn with
     ``seed``: those the training data's heads were made with. The parents of the last dataset are
-    kept, so each sentence is parsed once."""
+    kept, so each sentence is parsed once; ``known_heads()``, the heads of the parses the trees were
+    made from (:attr:`~tree_fairseq.data.inference.InferenceTrees.word_heads`, by the sentence's
+    words), spares the parser a second parse of the same sentence. ``refused``: why the heads asked
+    for may not be used, raised at the first sentence."""
 
     def __init__(self, src_dict: Dictionary, subword_format: str, heads: str = "parser",
-                 parser: Callable[[], object] | None = None, seed: int = 1):
+                 parser: Callable[[], object] | None = None, seed: int = 1,
+                 known_heads: Callable[[], dict] | None = None, refused: str | None = None):
         if heads not in INFERENCE_HEADS:
             raise ValueError(f"unknown heads {heads!r}; one of {INFERENCE_HEADS}")
         self.src_dict = src_dict
@@ -107,6 +111,8 @@ class InferenceParents:
         self.heads = heads
         self.seed = seed
         self._parser = parser
+        self._known_heads = known_heads
+        self._refused = refused  # why these heads may not be used (said at the first sentence)
         self._parents: dict[tuple[int, ...], Tensor] = {}
 
     def parent_tensors(self, src_tokens: list[Tensor]) -> list[Tensor]:
@@ -124,18 +130,24 @@ class InferenceParents:
         return tensors
 
     def _word_heads(self, words: list[list[str]]) -> list[tuple[int, ...]]:
+        if self._refused:
+            raise ValueError(self._refused)
         if self.heads != "parser":
             return [control_heads(sentence, self.heads, self.seed) for sentence in words]
-        parser = self._parser() if self._parser is not None else None
-        if not hasattr(parser, "dependency_parses"):
-            raise ValueError("--inference-heads parser takes the heads of a dependency parser: --inference-parser "
-                             "spacy (the pipeline the training data's heads came from); for trivial heads give "
-                             f"--inference-heads {' or '.join(HEAD_CONTROLS)}")
-        to_parse = [i for i, sentence in enumerate(words) if sentence]
-        parsed = dict(zip(to_parse, parser.dependency_parses([words[i] for i in to_parse])))
+        known = self._known_heads() if self._known_heads is not None else {}
+        to_parse = [i for i, sentence in enumerate(words) if sentence and tuple(sentence) not in known]
+        parsed = {}
+        if to_parse or not known:
+            parser = self._parser() if self._parser is not None else None
+            if not hasattr(parser, "dependency_parses"):
+                raise ValueError("--inference-heads parser takes the heads of a dependency parser: --inference-parser "
+                                 "spacy (the pipeline the training data's heads came from); for trivial heads give "
+                                 f"--inference-heads {' or '.join(HEAD_CONTROLS)}")
+            parsed = {i: parse.heads for i, parse in
+                      zip(to_parse, parser.dependency_parses([words[i] for i in to_parse]))}
         heads = []
         for i in range(len(words)):
-            sentence_heads = parsed[i].heads if i in parsed else ()
+            sentence_heads = parsed[i] if i in parsed else known.get(tuple(words[i]), ())
             check_heads(sentence_heads)
             heads.append(sentence_heads)
         return heads

@@ -5,9 +5,12 @@ that read parents (``pascal_transformer``).
 The data-bin is tree-fairseq-preprocess's with the parents stream, written when the source's
 dependency heads lie beside the trees (``{pref}.heads.{src}``, tree-fairseq-parse). Raw text
 (fairseq-interactive) gets its parents from ``--inference-heads``: ``parser``, the dependency
-parse of ``--inference-parser spacy`` (the pipeline the training data was parsed with), or the
-trivial heads the data-bin was made with (``next``, ``previous``, ``random`` with
-``--inference-heads-seed``).
+parse of ``--inference-parser spacy`` (the pipeline the training data was parsed with; the parse
+the tree is made from, not a second one), or the trivial heads the data-bin was made with
+(``next``, ``previous``, ``random`` with ``--inference-heads-seed``). By default those the parser
+record says the training data's heads came from (:mod:`tree_fairseq.parsing.record`), else
+``parser``; other heads or another seed than the recorded ones are refused unless
+``--inference-parser-override``.
 
 A sentence counts its source and target tokens toward ``--max-tokens`` by default
 (``--batch-tokens text``), as ``--task translation`` counts: the models of this task read no tree
@@ -15,7 +18,9 @@ nodes, and so train on exactly the batches of fairseq's transformer on the same 
 """
 
 import inspect
+import logging
 from dataclasses import dataclass, field
+from typing import Optional
 
 from fairseq import utils
 from fairseq.dataclass import ChoiceEnum
@@ -23,9 +28,10 @@ from fairseq.tasks import register_task
 
 from tree_fairseq.data.parent_dataset import INFERENCE_HEADS, InferenceParents, ParentTreePairDataset
 from tree_fairseq.data.tree_streams import load_parent_stream
-from tree_fairseq.tasks.tree_translation import (
-    BATCH_TOKENS, TreeTranslationConfig, TreeTranslationTask, _subword_format,
-)
+from tree_fairseq.parsing.record import describe
+from tree_fairseq.tasks.tree_translation import BATCH_TOKENS, TreeTranslationConfig, TreeTranslationTask
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,14 +45,17 @@ class DependencyTranslationConfig(TreeTranslationConfig):
                           "tokens), as --task translation counts; tree, source leaves + nodes (the models of this "
                           "task read no nodes)"},
     )
-    inference_heads: ChoiceEnum(INFERENCE_HEADS) = field(
-        default="parser",
+    inference_heads: Optional[ChoiceEnum(INFERENCE_HEADS)] = field(
+        default=None,
         metadata={"help": "dependency heads of raw source sentences (fairseq-interactive): parser, those of "
                           "--inference-parser spacy; next, previous or random, the trivial heads of "
-                          "tree-fairseq-parse --heads-control; use what the training data's heads were made with"},
+                          "tree-fairseq-parse --heads-control. Default: what the training data's heads were made "
+                          "with, as recorded (parser without a record); others are refused unless "
+                          "--inference-parser-override"},
     )
-    inference_heads_seed: int = field(
-        default=1, metadata={"help": "seed of --inference-heads random, as tree-fairseq-parse --heads-seed"}
+    inference_heads_seed: Optional[int] = field(
+        default=None, metadata={"help": "seed of --inference-heads random, as tree-fairseq-parse --heads-seed "
+                                        "(default: the recorded one, else 1)"}
     )
 
 
@@ -56,11 +65,15 @@ class DependencyTranslationTask(TreeTranslationTask):
     #: What a model reading parents asks its task for.
     source_parents = True
 
-    def __init__(self, cfg: DependencyTranslationConfig, src_dict, tgt_dict):
-        super().__init__(cfg, src_dict, tgt_dict)
+    def _configure_inference(self) -> None:
+        super()._configure_inference()
+        try:
+            heads, seed, refused = *inference_heads(self.cfg, self.parser_record), None
+        except ValueError as error:  # said when raw text comes, not to training
+            heads, seed, refused = "parser", 1, str(error)
         self.inference_parents = InferenceParents(
-            src_dict, _subword_format(cfg, src_dict), heads=str(cfg.inference_heads),
-            parser=lambda: self.inference_trees.parser, seed=cfg.inference_heads_seed,
+            self.src_dict, self.subword_format, heads=heads, parser=lambda: self.inference_trees.parser, seed=seed,
+            known_heads=lambda: self.inference_trees.word_heads, refused=refused,
         )
 
     def build_model(self, cfg, from_checkpoint=False):
@@ -83,7 +96,12 @@ class DependencyTranslationTask(TreeTranslationTask):
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         """Raw-text translation: trees from --inference-parser, parents from --inference-heads."""
         dataset = super().build_dataset_for_inference(src_tokens, src_lengths, constraints=constraints)
-        return self.inference_parents.dataset(dataset, src_tokens)
+        try:
+            return self.inference_parents.dataset(dataset, src_tokens)
+        except ValueError as error:
+            if self._interactive_batch is None:
+                raise
+            raise SystemExit(f"fairseq-interactive: error: {error}") from None
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         if "src_parent_spans" not in sample["net_input"]:
@@ -91,3 +109,30 @@ class DependencyTranslationTask(TreeTranslationTask):
             sample = {**sample, "net_input": self.inference_parents.add_parent_inputs(sample["net_input"])}
         return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
                                       constraints=constraints)
+
+
+def inference_heads(cfg: DependencyTranslationConfig, record) -> tuple[str, int]:
+    """(heads, seed) of raw text: those given, else the recorded ones, else ``parser`` and 1.
+    ValueError for given ones the record contradicts, unless --inference-parser-override."""
+    recorded = record.get("heads") if isinstance(record, dict) else None
+    recorded = recorded if isinstance(recorded, dict) else {}  # none, or unknown
+    given_heads = str(cfg.inference_heads) if cfg.inference_heads is not None else None
+    heads = given_heads or recorded.get("source") or "parser"
+    seed = cfg.inference_heads_seed
+    if seed is None:
+        seed = recorded.get("seed", 1) if recorded.get("source") == heads else 1
+    if recorded:
+        differences = []
+        if heads != recorded["source"]:
+            differences.append(f"heads: {recorded['source']} -> {heads}")
+        elif heads == "random" and seed != recorded.get("seed", 1):
+            differences.append(f"heads seed: {recorded.get('seed', 1)} -> {seed}")
+        if differences and not cfg.inference_parser_override:
+            raise ValueError(f"raw text's heads would be made otherwise than the training data's: "
+                             f"{'; '.join(differences)} (recorded: {describe(record)}). Leave --inference-heads and "
+                             "--inference-heads-seed out to use the recorded ones, or give "
+                             "--inference-parser-override to use these anyway")
+        if differences:
+            logger.warning(f"--inference-parser-override: raw text's heads are made otherwise than the training "
+                           f"data's: {'; '.join(differences)}")
+    return heads, seed

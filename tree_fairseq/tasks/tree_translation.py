@@ -2,6 +2,7 @@
 sentences carry trees (batch layout: :mod:`tree_fairseq.data.tree_pair_dataset`)."""
 
 import inspect
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -19,12 +20,18 @@ from tree_fairseq.data import (
     TreePairDataset, keep_node_dictionary, load_node_dictionary, load_tree_streams, node_dictionary_path,
 )
 from tree_fairseq.data.inference import INFERENCE_PARSERS, InferenceTrees
+from tree_fairseq.parsing.record import (
+    UNKNOWN, databin_record_path, describe, describe_parser, identity_differences, parser_identity, read_record,
+    version_differences,
+)
 from tree_fairseq.trees import SUBWORD_FORMATS, SUBWORD_LABELS, group_pieces
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
 
 logger = logging.getLogger(__name__)
 
 BATCH_TOKENS = ("tree", "text")
+# The task's state entry (saved in checkpoints) holding the parser record of the training trees, as JSON.
+PARSER_RECORD_STATE = "tree_parser_record"
 # What fairseq-interactive does with an input line too long for the model.
 INFERENCE_TOO_LONG = ("skip", "truncate")
 
@@ -33,7 +40,12 @@ INFERENCE_TOO_LONG = ("skip", "truncate")
 class TreeTranslationConfig(TranslationConfig):
     """fairseq's translation options; the data-bin must come from tree-fairseq-preprocess.
     --batch-tokens says what --max-tokens counts; --inference-parser, --subword-format,
-    --subword-label and --inference-too-long serve raw-text translation (fairseq-interactive)."""
+    --subword-label and --inference-too-long serve raw-text translation (fairseq-interactive).
+
+    The parser that made the training trees (the data-bin's parser.SRC.json,
+    :mod:`tree_fairseq.parsing.record`) is kept in the task's state, which fairseq saves in every
+    checkpoint, not in this config: fairseq saves the command line's config, not the task's copy.
+    Each --inference-* option left out is the recorded one (:func:`inference_choice`)."""
 
     batch_tokens: ChoiceEnum(BATCH_TOKENS) = field(
         default="tree",
@@ -45,11 +57,19 @@ class TreeTranslationConfig(TranslationConfig):
                           "text sizes only, and a batch's leaves + nodes may reach about twice --max-tokens"},
     )
 
-    inference_parser: ChoiceEnum(INFERENCE_PARSERS) = field(
-        default="stanza",
-        metadata={"help": "parser of raw source sentences (fairseq-interactive): stanza, spacy "
-                          "(--inference-spacy-model) or a trivial tree (balanced, left, right); use the one the "
-                          "training data was parsed with"},
+    inference_parser: Optional[ChoiceEnum(INFERENCE_PARSERS)] = field(
+        default=None,
+        metadata={"help": "parser of raw source sentences (fairseq-interactive, the hub interface): stanza, spacy "
+                          "(--inference-spacy-model) or a trivial tree (balanced, left, right). Default: the one "
+                          "that made the training data's trees, as the checkpoint or the data-bin's parser.SRC.json "
+                          "records it (with its model, tree shape and heads); without a record it must be given. A "
+                          "parser, model, tree shape or heads other than the recorded ones is refused unless "
+                          "--inference-parser-override is given"},
+    )
+    inference_parser_override: bool = field(
+        default=False,
+        metadata={"help": "parse raw text with the --inference-parser (and model, tree shape, heads) given although "
+                          "the training data's record names another (a warning instead of a refusal)"},
     )
     inference_parser_model_dir: Optional[str] = field(
         default=None, metadata={"help": "stanza's model directory for --inference-parser stanza, as tree-fairseq-parse "
@@ -70,11 +90,12 @@ class TreeTranslationConfig(TranslationConfig):
     )
     inference_spacy_model: Optional[str] = field(
         default=None, metadata={"help": "the spaCy pipeline (package name or directory) for --inference-parser "
-                                        "spacy, as tree-fairseq-parse --spacy-model"}
+                                        "spacy, as tree-fairseq-parse --spacy-model (default: the recorded one)"}
     )
-    inference_dependency_tree_shape: ChoiceEnum(DEPENDENCY_TREE_SHAPES) = field(
-        default="layered", metadata={"help": "phrase structure of --inference-parser spacy's dependency parses, "
-                                             "as tree-fairseq-parse --dependency-tree-shape"}
+    inference_dependency_tree_shape: Optional[ChoiceEnum(DEPENDENCY_TREE_SHAPES)] = field(
+        default=None, metadata={"help": "phrase structure of --inference-parser spacy's dependency parses, "
+                                        "as tree-fairseq-parse --dependency-tree-shape (default: the recorded one, "
+                                        "else layered)"}
     )
     subword_format: ChoiceEnum(("auto",) + SUBWORD_FORMATS) = field(
         default="auto",
@@ -115,18 +136,61 @@ class TreeTranslationTask(TranslationTask):
                 raise ValueError(f"the shards' node dictionaries differ: {other} is not {self.node_dict_path}; "
                                  "binarise every shard with tree-fairseq-preprocess --nodedict "
                                  f"{self.node_dict_path}")
-        self.inference_trees = InferenceTrees(
-            src_dict, self.node_dict, str(cfg.inference_parser), subword_format=_subword_format(cfg, src_dict),
-            subword_label=str(cfg.subword_label), lang=cfg.source_lang,
-            parser_model_dir=cfg.inference_parser_model_dir, spacy_model=cfg.inference_spacy_model,
-            dependency_shape=str(cfg.inference_dependency_tree_shape), stanza_package=cfg.inference_stanza_package,
-            stanza_model_files={"pos": cfg.inference_stanza_pos_model,
-                                "constituency": cfg.inference_stanza_constituency_model,
-                                "pretrain": cfg.inference_stanza_pretrain},
-        )
+        self.subword_format = _subword_format(cfg, src_dict)
+        # What made the training data's trees: the data-bin's record, until a checkpoint's replaces it
+        # (load_state_dict). Kept in the task's state, which fairseq saves in every checkpoint.
+        self.parser_record = _databin_parser_record(data_dirs[0], cfg.source_lang)
+        self.state.merge_state_dict({PARSER_RECORD_STATE: json.dumps(self.parser_record)})
+        self._configure_inference()
         self._model_max_positions = []  # of each model built: fairseq-interactive's limits are the smallest
         self._interactive_lines = 0  # input lines fairseq-interactive has read so far
         self._interactive_batch = None  # (its first line number, lines, {index: length} of those to skip)
+
+    def _configure_inference(self) -> None:
+        """The raw-text parser: the options given, else the recorded ones (:func:`inference_choice`).
+        Nothing is loaded before the first sentence; what cannot be chosen is said then."""
+        cfg = self.cfg
+        choice = inference_choice(cfg, self.parser_record)
+        self.inference_choice = choice
+        self.inference_trees = InferenceTrees(
+            self.src_dict, self.node_dict, choice.get("parser"), subword_format=self.subword_format,
+            subword_label=str(cfg.subword_label), lang=choice.get("lang") or cfg.source_lang,
+            parser_model_dir=choice.get("model_dir"), spacy_model=choice.get("spacy_model"),
+            dependency_shape=choice.get("dependency_tree_shape") or "layered",
+            stanza_package=choice.get("stanza_package"), stanza_model_files=choice.get("stanza_model_files"),
+            missing=choice.get("missing"), on_built=self._check_inference_parser,
+        )
+
+    def _check_inference_parser(self, name: str, parser) -> None:
+        """The parser built for raw text against the record: another back-end, model or tree shape
+        is refused unless --inference-parser-override; another version of the same model is a warning."""
+        choice = self.inference_choice
+        if not isinstance(self.parser_record, dict) or self.parser_record.get("parser") not in INFERENCE_PARSERS:
+            return  # nothing recorded, or trees read from another parser's output: nothing to compare
+        used = describe_parser(name, parser, lang=choice.get("lang"), spacy_model=choice.get("spacy_model"),
+                               dependency_shape=choice.get("dependency_tree_shape"),
+                               stanza_package=choice.get("stanza_package"),
+                               stanza_model_files=choice.get("stanza_model_files"))
+        check_against_record(self.parser_record, used, bool(self.cfg.inference_parser_override),
+                             "--inference-parser")
+
+    def state_dict(self):
+        return {**super().state_dict(), PARSER_RECORD_STATE: json.dumps(self.parser_record)}
+
+    def load_state_dict(self, state_dict):
+        """A checkpoint's state: its parser record (that of the data the model was trained on) replaces
+        the data-bin's. A checkpoint older than the records has none: the data-bin's stays."""
+        super().load_state_dict(state_dict)
+        recorded = json.loads(state_dict.get(PARSER_RECORD_STATE) or "null")
+        if recorded is None or recorded == UNKNOWN or recorded == self.parser_record:
+            return
+        if isinstance(self.parser_record, dict) and parser_identity(recorded) != parser_identity(self.parser_record):
+            logger.warning(f"the checkpoint's training trees were made by {describe(recorded)}, the data-bin's "
+                           f"{self.cfg.data} by {describe(self.parser_record)}: raw text is parsed as the "
+                           "checkpoint's were")
+        self.parser_record = recorded
+        self.state.merge_state_dict({PARSER_RECORD_STATE: json.dumps(recorded)})
+        self._configure_inference()
 
     @property
     def node_dictionary(self) -> Dictionary:
@@ -207,7 +271,7 @@ class TreeTranslationTask(TranslationTask):
         """``sentence`` (EOS last) cut to its first whole words that fit ``limit`` tokens with EOS, the
         number of words kept and of all its words; None when not even its first word fits."""
         pieces = [self.src_dict[i] for i in sentence[:-1].tolist()]
-        ends = [last for _, _, last in group_pieces(pieces, self.inference_trees.subword_format)]
+        ends = [last for _, _, last in group_pieces(pieces, self.subword_format)]
         kept = [last for last in ends if last + 2 <= limit]
         if not kept:
             return None
@@ -294,6 +358,77 @@ class TreeTranslationTask(TranslationTask):
             sample = {**sample, "net_input": self.inference_trees.add_tree_inputs(sample["net_input"])}
         return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
                                       constraints=constraints)
+
+
+def _databin_parser_record(data_dir: str, lang: str):
+    """The ``parser`` of the data-bin's parser.{lang}.json; ``unknown`` without one."""
+    record = read_record(databin_record_path(data_dir, lang))
+    if not isinstance(record, dict):
+        return UNKNOWN
+    return record.get("parser", UNKNOWN)
+
+
+def inference_choice(cfg, record) -> dict:
+    """The raw-text parser and its options: each option given, else the record's. ``missing``
+    says what to pass where neither names a parser that runs on raw text (nothing falls back)."""
+    recorded = record if isinstance(record, dict) else {}
+    name = str(cfg.inference_parser) if cfg.inference_parser is not None else None
+    choice: dict = {}
+    if name is None:
+        if recorded.get("parser") in INFERENCE_PARSERS:
+            name = recorded["parser"]
+        elif recorded:
+            choice["missing"] = (
+                f"the training data's trees were made by tree-fairseq-parse --parser {recorded.get('parser')} from "
+                "another parser's output, which cannot parse raw text here: give --inference-parser (stanza, spacy "
+                "with --inference-spacy-model, balanced, left or right), the parser that output came from"
+                + (" (its dependency-derived trees: --inference-parser spacy, --inference-dependency-tree-shape "
+                   f"{recorded.get('dependency_tree_shape', 'layered')})" if recorded.get("parser") == "conllu" else ""))
+        else:
+            choice["missing"] = (
+                f"no record of the parser that made the training data's trees (neither the checkpoint nor "
+                f"{databin_record_path(cfg.data.split(os.pathsep)[0], cfg.source_lang)} has one: trees made "
+                "before tree-fairseq-parse recorded its parser, or elsewhere): give --inference-parser, the parser "
+                "the training data was parsed with (stanza, spacy with --inference-spacy-model, balanced, left or "
+                "right)")
+    choice["parser"] = name
+    same = name is not None and recorded.get("parser") == name
+
+    def option(given, key, default=None):
+        return given if given is not None else (recorded.get(key, default) if same else default)
+
+    choice["lang"] = option(None, "lang") or cfg.source_lang
+    choice["spacy_model"] = option(cfg.inference_spacy_model, "spacy_model")
+    shape = str(cfg.inference_dependency_tree_shape) if cfg.inference_dependency_tree_shape is not None else None
+    choice["dependency_tree_shape"] = option(shape, "dependency_tree_shape", "layered")
+    choice["stanza_package"] = option(cfg.inference_stanza_package, "stanza_package")
+    files = {"pos": cfg.inference_stanza_pos_model, "constituency": cfg.inference_stanza_constituency_model,
+             "pretrain": cfg.inference_stanza_pretrain}
+    if same and not any(files.values()):
+        # The recorded files where they are on this machine; the models used are compared afterwards.
+        files = {kind: path for kind, path in (recorded.get("stanza_model_files") or {}).items()
+                 if os.path.isfile(path)}
+    choice["stanza_model_files"] = files
+    choice["model_dir"] = cfg.inference_parser_model_dir
+    return choice
+
+
+def check_against_record(recorded: dict, used: dict, override: bool, flag: str) -> None:
+    """ValueError when ``used`` (a parser's description) is another parser than ``recorded``, unless
+    ``override``; a warning for another version of the same one, or for an override."""
+    differences = identity_differences(recorded, used)
+    if differences and not override:
+        raise ValueError(
+            f"raw text would be parsed otherwise than the training data: {'; '.join(differences)} (recorded: "
+            f"{describe(recorded)}). Leave {flag} and its options out to use the recorded parser, or give "
+            f"--inference-parser-override to parse with this one anyway")
+    if differences:
+        logger.warning(f"--inference-parser-override: raw text is parsed otherwise than the training data: "
+                       f"{'; '.join(differences)} (recorded: {describe(recorded)})")
+    versions = version_differences(recorded, used)
+    if versions:
+        logger.warning(f"raw text is parsed by other versions than the training data: {'; '.join(versions)}; "
+                       "its trees may differ a little")
 
 
 def _subword_format(cfg: TreeTranslationConfig, src_dict: Dictionary) -> str:
