@@ -28,6 +28,7 @@ The trees of the last dataset are kept, so each sentence is parsed once.
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 
 import torch
 from fairseq import utils
@@ -35,8 +36,6 @@ from fairseq.data import Dictionary, LanguagePairDataset, ListDataset
 from torch import Tensor
 
 from tree_fairseq.data.tree_pair_dataset import TreePairDataset, collate_trees
-from collections.abc import Callable
-
 from tree_fairseq.parsing import Parser, TrivialParser, make_parser
 from tree_fairseq.trees import (
     SUBWORD_LABEL, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, node_tensors,

@@ -383,11 +383,12 @@ def inference_choice(cfg, record) -> dict:
                 "another parser's output, which cannot parse raw text here: give --inference-parser (stanza, spacy "
                 "with --inference-spacy-model, balanced, left or right), the parser that output came from"
                 + (" (its dependency-derived trees: --inference-parser spacy, --inference-dependency-tree-shape "
-                   f"{recorded.get('dependency_tree_shape', 'layered')})" if recorded.get("parser") == "conllu" else ""))
+                   f"{recorded.get('dependency_tree_shape', 'layered')})"
+                   if recorded.get("parser") == "conllu" else ""))
         else:
             choice["missing"] = (
                 f"no record of the parser that made the training data's trees (neither the checkpoint nor "
-                f"{databin_record_path(cfg.data.split(os.pathsep)[0], cfg.source_lang)} has one: trees made "
+                f"{databin_record_path(utils.split_paths(cfg.data)[0], cfg.source_lang)} has one: trees made "
                 "before tree-fairseq-parse recorded its parser, or elsewhere): give --inference-parser, the parser "
                 "the training data was parsed with (stanza, spacy with --inference-spacy-model, balanced, left or "
                 "right)")
