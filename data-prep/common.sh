@@ -9,6 +9,7 @@
 #   tok/    {train,valid,test}.{lang}       Moses-tokenised, cleaned text (--local: links to DIR)
 #   raw/    {split}.{lang}                  untokenised text of the downloaded test sets (no --local)
 #   trees/  {split}.tree.{lang}             tree-fairseq-parse of tok/, for every source language
+#           ({split}.heads.{lang})          and, with --heads, each word's dependency head
 #   bpe/    {split}.{lang}, codes           subword-nmt (or sentencepiece) pieces + links to trees/
 #   data-bin/{src}-{tgt}                    tree-fairseq-preprocess, one per direction, with each
 #                                           split's target text kept ({split}.ref.{tgt}) and raw/'s
@@ -48,6 +49,15 @@ Options:
   --on-failure NAME    a line the parser could not parse: error (default) stops; balanced, left or
                        right give it that trivial tree and list it in trees/{split}.tree.{lang}.failures
   --stanza-dir DIR     stanza's model directory (default: stanza's own)
+  --stanza-package NAME
+                       with --parser stanza: stanza's models other than the language's default, a
+                       package of the whole pipeline (default_accurate) or PROCESSOR=NAME,... of some
+                       processors (constituency=wsj); see tree-fairseq-parse --stanza-package
+  --heads SOURCE       also give each source word its dependency head, so that the data-bin has the
+                       parents stream of --task dependency_translation (PASCAL): parser (the
+                       dependency parser's heads: --parser spacy or conllu only), or the trivial heads
+                       next, previous or random (any parser); default: none, no parents
+  --heads-seed N       with --heads random: the seed of the random trees (default: 1)
   --cpu                run stanza on the CPU even when a GPU is present
   --bpe NAME           subword_nmt (default) or sentencepiece
   --bpe-codes FILE     apply these subword-nmt codes instead of learning them
@@ -68,6 +78,9 @@ parse_args() {
     DEPENDENCY_SHAPE=layered
     TREES_DIR=""
     STANZA_DIR=""
+    STANZA_PACKAGE=""
+    HEADS=""
+    HEADS_SEED=""
     PARSE_CPU=""
     ON_FAILURE=error
     BPE=subword_nmt
@@ -82,6 +95,9 @@ parse_args() {
             --dependency-tree-shape) DEPENDENCY_SHAPE=${2:?--dependency-tree-shape needs layered or flat}; shift 2 ;;
             --trees-dir) TREES_DIR=${2:?}; shift 2 ;;
             --stanza-dir) STANZA_DIR=${2:?}; shift 2 ;;
+            --stanza-package) STANZA_PACKAGE=${2:?--stanza-package needs a package name or PROCESSOR=NAME,...}; shift 2 ;;
+            --heads) HEADS=${2:?--heads needs parser, next, previous or random}; shift 2 ;;
+            --heads-seed) HEADS_SEED=${2:?--heads-seed needs a number}; shift 2 ;;
             --cpu) PARSE_CPU=--cpu; shift ;;
             --on-failure) ON_FAILURE=${2:?--on-failure needs error, balanced, left or right}; shift 2 ;;
             --bpe) BPE=${2:?}; shift 2 ;;
@@ -100,6 +116,18 @@ parse_args() {
         bracketed|conllu) [[ -n $TREES_DIR ]] || die "--parser $PARSER needs --trees-dir DIR" ;;
         *) die "unknown parser '$PARSER': stanza, spacy, bracketed, conllu, balanced, left or right" ;;
     esac
+    [[ -z $STANZA_PACKAGE || $PARSER == stanza ]] || die "--stanza-package is for --parser stanza, not $PARSER"
+    case $HEADS in
+        ''|next|previous|random) ;;
+        parser) [[ $PARSER == spacy || $PARSER == conllu ]] ||
+            die "--heads parser takes a dependency parser's heads (--parser spacy or conllu); --parser $PARSER gives none: use --heads next, previous or random for trivial heads" ;;
+        *) die "unknown --heads '$HEADS': parser, next, previous or random" ;;
+    esac
+    if [[ -n $HEADS_SEED ]]; then
+        [[ $HEADS == random ]] || die "--heads-seed is the seed of --heads random"
+        [[ $HEADS_SEED =~ ^-?[0-9]+$ ]] || die "--heads-seed '$HEADS_SEED' is not a whole number"
+    fi
+    [[ $HEADS != random ]] || HEADS_SEED=${HEADS_SEED:-1}
     case $DEPENDENCY_SHAPE in
         layered|flat) ;;
         *) die "unknown --dependency-tree-shape '$DEPENDENCY_SHAPE': layered or flat" ;;
@@ -236,12 +264,27 @@ parse_trees() {
     local args=(--input "$WORK/tok/$split.$lang" --output "$WORK/trees/$split.tree.$lang" --parser "$PARSER"
         --on-failure "$ON_FAILURE")
     case $PARSER in
-        stanza) args+=(--lang "${PARSE_LANG:-$lang}" ${STANZA_DIR:+--model-dir "$STANZA_DIR"} $PARSE_CPU) ;;
+        stanza) args+=(--lang "${PARSE_LANG:-$lang}" ${STANZA_DIR:+--model-dir "$STANZA_DIR"}
+                       ${STANZA_PACKAGE:+--stanza-package "$STANZA_PACKAGE"} $PARSE_CPU) ;;
         spacy) args+=(--spacy-model "$SPACY_MODEL" --dependency-tree-shape "$DEPENDENCY_SHAPE") ;;
         bracketed) args+=(--trees "$(parser_output "$split" "$lang")") ;;
         conllu) args+=(--trees "$(parser_output "$split" "$lang")" --dependency-tree-shape "$DEPENDENCY_SHAPE") ;;
     esac
+    local heads=$WORK/trees/$split.heads.$lang
+    rm -f "$heads"  # heads of an earlier run with other options, or with --heads left out now
+    case $HEADS in
+        '') ;;
+        parser) args+=(--heads "$heads") ;;
+        random) args+=(--heads "$heads" --heads-control random --heads-seed "$HEADS_SEED") ;;
+        *) args+=(--heads "$heads" --heads-control "$HEADS") ;;
+    esac
     run tree-fairseq-parse "${args[@]}"
+}
+
+# heads_key: what the parse and binarize steps depend on besides their inputs when --heads is given
+# (nothing without it, so that the steps of a run without heads keep their signatures).
+heads_key() {
+    [[ -z $HEADS ]] || printf 'heads=%s%s' "$HEADS" "${HEADS_SEED:+ heads-seed=$HEADS_SEED}"
 }
 
 # parser_output SPLIT LANG: the file of --trees-dir that --parser bracketed or conllu reads.
@@ -283,6 +326,12 @@ binarize() {
     local dest=$WORK/data-bin/$src-$tgt
     for split in "${SPLITS[@]}"; do
         ln -sfn "../trees/$split.tree.$src" "$WORK/bpe/$split.tree.$src"
+        # tree-fairseq-preprocess writes the parents stream when it finds the heads beside the trees
+        if [[ -n $HEADS ]]; then
+            ln -sfn "../trees/$split.heads.$src" "$WORK/bpe/$split.heads.$src"
+        else
+            rm -f "$WORK/bpe/$split.heads.$src"
+        fi
     done
     rm -rf "$dest"  # a run cut short leaves a partial data-bin
     run tree-fairseq-preprocess --source-lang "$src" --target-lang "$tgt" \
@@ -320,9 +369,12 @@ prepare() {
         for split in "${SPLITS[@]}"; do
             local parser_inputs=("$WORK/tok/$split.$lang")
             case $PARSER in bracketed|conllu) parser_inputs+=("$(parser_output "$split" "$lang")") ;; esac
+            # The options a run leaves out add no key: a work directory parsed before they existed is kept.
             step "parse-$split.$lang" parse_trees "$split" "$lang" -- "$PARSER" "$TREES_DIR" "$STANZA_DIR" \
-                "$SPACY_MODEL" "$parser_version" "$DEPENDENCY_SHAPE" "$ON_FAILURE" "$(fingerprint "${parser_inputs[@]}")"
-            same_line_counts "parsed $split" "$WORK/tok/$split.$lang" "$WORK/trees/$split.tree.$lang"
+                "$SPACY_MODEL" "$parser_version" "$DEPENDENCY_SHAPE" "$ON_FAILURE" "$(fingerprint "${parser_inputs[@]}")" \
+                ${STANZA_PACKAGE:+"stanza-package=$STANZA_PACKAGE"} $(heads_key)
+            same_line_counts "parsed $split" "$WORK/tok/$split.$lang" "$WORK/trees/$split.tree.$lang" \
+                ${HEADS:+"$WORK/trees/$split.heads.$lang"}
         done
     done
     step "learn-bpe" learn_bpe -- "$BPE" "$BPE_TOKENS" "$BPE_CODES" \
@@ -340,9 +392,14 @@ prepare() {
         local src=${direction%-*} tgt=${direction#*-} binarize_inputs=()
         for split in "${SPLITS[@]}"; do
             binarize_inputs+=("$WORK/bpe/$split.$src" "$WORK/bpe/$split.$tgt" "$WORK/trees/$split.tree.$src")
+            [[ -z $HEADS ]] || binarize_inputs+=("$WORK/trees/$split.heads.$src")
+            # the parser record, copied into the data-bin: another package or pipeline version can
+            # give the same trees
+            [[ ! -f $WORK/trees/$split.tree.$src.parser.json ]] || binarize_inputs+=("$WORK/trees/$split.tree.$src.parser.json")
             [[ ! -f $WORK/raw/$split.$tgt ]] || binarize_inputs+=("$WORK/raw/$split.$tgt")
         done
-        step "binarize-$direction" binarize "$src" "$tgt" -- "$JOINED" "$(fingerprint "${binarize_inputs[@]}")"
+        step "binarize-$direction" binarize "$src" "$tgt" -- "$JOINED" "$(fingerprint "${binarize_inputs[@]}")" \
+            $(heads_key)
     done
     say "done. data-bins:"
     for direction in $DIRECTIONS; do
