@@ -21,6 +21,7 @@ stanza's seeds and loggers stay out of the tests' process.
 import json
 import os
 import random
+import shutil
 import sys
 import time
 import types
@@ -199,7 +200,22 @@ def _write_conllu(path: Path, trees) -> None:
     path.write_text("".join(blocks), encoding="utf-8")
 
 
+def with_second_package(models: Path, destination: Path) -> Path:
+    """A copy of the ``models`` folder whose default English package names a parser (``big``) that was
+    never downloaded, beside the package ``small`` whose parser is the tiny one: only a run given
+    ``small`` by name can parse."""
+    shutil.copytree(models, destination)
+    resources = json.loads((destination / "resources.json").read_text())
+    english = resources["en"]
+    english["constituency"]["big"] = english["constituency"]["tiny"]
+    english["packages"] = {"default": {"tokenize": "tiny", "pos": "tiny", "constituency": "big"},
+                           "small": {"tokenize": "tiny", "pos": "tiny", "constituency": "tiny"}}
+    (destination / "resources.json").write_text(json.dumps(resources))
+    return destination
+
+
 if __name__ == "__main__":
     start = time.monotonic()
     train_tiny_english(Path(sys.argv[1]))
     print(f"trained the tiny stanza models in {time.monotonic() - start:.1f} s", file=sys.stderr)
+

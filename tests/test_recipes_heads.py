@@ -4,7 +4,6 @@ of tokenised text."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from fairseq import options, tasks
 
 import tree_fairseq
 from helpers import write_tokenised_corpus
+from stanza_models import with_second_package
 from tree_fairseq.trees.parents import piece_parent_spans, read_heads
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,14 +162,7 @@ def test_stanza_package_reaches_the_parser(stanza_models, text, tmp_path):
     """A real stanza run (the session's tiny English models) in a model folder whose default English
     parser was never downloaded: only the package given by --stanza-package parses, and the
     data-bin's parser record names it. English is the source: the en-de direction."""
-    models = tmp_path / "models"
-    shutil.copytree(stanza_models, models)
-    resources = json.loads((models / "resources.json").read_text())
-    english = resources["en"]
-    english["constituency"]["big"] = english["constituency"]["tiny"]
-    english["packages"] = {"default": {"tokenize": "tiny", "pos": "tiny", "constituency": "big"},
-                           "small": {"tokenize": "tiny", "pos": "tiny", "constituency": "tiny"}}
-    (models / "resources.json").write_text(json.dumps(resources))
+    models = with_second_package(stanza_models, tmp_path / "models")
     work = tmp_path / "work"
     parser = ("--parser", "stanza", "--stanza-dir", str(models), "--cpu", "--on-failure", "balanced")
     assert "parse-train.en" in steps(text, work, "--stanza-package", "small", parser=parser, directions="en-de")

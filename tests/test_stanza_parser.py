@@ -16,6 +16,7 @@ from stanza.models.constituency.tree_reader import read_trees  # noqa: E402
 
 from fairseq import options, tasks  # noqa: E402
 from helpers import USER_DIR, check_inference_trees  # noqa: E402
+from stanza_models import with_second_package  # noqa: E402
 
 from tree_fairseq.cli import parse as parse_cli  # noqa: E402
 from tree_fairseq.cli import preprocess as preprocess_cli  # noqa: E402
@@ -271,14 +272,7 @@ def test_a_package_other_than_the_default_by_name(tmp_path, monkeypatch, stanza_
     """A model folder whose default English parser (big) was never downloaded, beside the tiny one,
     also the parser of the package small."""
     _no_network(monkeypatch)
-    models = tmp_path / "models"
-    shutil.copytree(stanza_models, models)
-    resources = json.loads((models / "resources.json").read_text())
-    english = resources["en"]
-    english["constituency"]["big"] = english["constituency"]["tiny"]
-    english["packages"] = {"default": {"tokenize": "tiny", "pos": "tiny", "constituency": "big"},
-                           "small": {"tokenize": "tiny", "pos": "tiny", "constituency": "tiny"}}
-    (models / "resources.json").write_text(json.dumps(resources))
+    models = with_second_package(stanza_models, tmp_path / "models")
     message = _cli_error(tmp_path, models)
     assert "the stanza models for language 'en' are not in" in message
     assert "stanza.download('en', processors='tokenize,pos,constituency', model_dir=" in message
