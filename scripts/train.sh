@@ -6,8 +6,9 @@
 # CONFIG is a name in configs/ (iwslt_tree_transformer) or a YAML file. By default the config is
 # turned into fairseq-train flags (tree-fairseq-config-args) and fairseq-train runs; with --hydra,
 # fairseq-hydra-train reads the YAML itself. GROUP.KEY=VALUE overrides a config value in both
-# modes (optimization.max_update=1000, model.dropout=0.2); further --flags go to fairseq-train
-# (not with --hydra). An interrupted run continues from SAVE-DIR/checkpoint_last.pt, as fairseq does,
+# modes (optimization.max_update=1000, model.dropout=0.2); with --hydra, hydra refuses a key the
+# YAML does not set: write it ++GROUP.KEY=VALUE (hydra's add-or-override). Further --flags go to
+# fairseq-train (not with --hydra). An interrupted run continues from SAVE-DIR/checkpoint_last.pt, as fairseq does,
 # and stops where it would have stopped uninterrupted: fairseq restarts its early-stop count
 # (checkpoint.patience) on a resume, so train.sh counts the validations of SAVE-DIR/train.log
 # instead and trains at most to the epoch that count allows, then counts again (not with --hydra).
