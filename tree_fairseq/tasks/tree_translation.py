@@ -138,9 +138,8 @@ class TreeTranslationTask(TranslationTask):
                                  f"{self.node_dict_path}")
         self.subword_format = _subword_format(cfg, src_dict)
         # What made the training data's trees: the data-bin's record, until a checkpoint's replaces it
-        # (load_state_dict). Kept in the task's state, which fairseq saves in every checkpoint.
+        # (load_state_dict). state_dict() adds it to the task's state, which fairseq saves in every checkpoint.
         self.parser_record = _databin_parser_record(data_dirs[0], cfg.source_lang)
-        self.state.merge_state_dict({PARSER_RECORD_STATE: json.dumps(self.parser_record)})
         self._configure_inference()
         self._model_max_positions = []  # of each model built: fairseq-interactive's limits are the smallest
         self._interactive_lines = 0  # input lines fairseq-interactive has read so far
@@ -154,9 +153,9 @@ class TreeTranslationTask(TranslationTask):
         self.inference_choice = choice
         self.inference_trees = InferenceTrees(
             self.src_dict, self.node_dict, choice.get("parser"), subword_format=self.subword_format,
-            subword_label=str(cfg.subword_label), lang=choice.get("lang") or cfg.source_lang,
-            parser_model_dir=choice.get("model_dir"), spacy_model=choice.get("spacy_model"),
-            dependency_shape=choice.get("dependency_tree_shape") or "layered",
+            subword_label=str(cfg.subword_label), lang=choice["lang"],
+            parser_model_dir=choice["model_dir"], spacy_model=choice["spacy_model"],
+            dependency_shape=choice["dependency_tree_shape"],
             stanza_package=choice.get("stanza_package"), stanza_model_files=choice.get("stanza_model_files"),
             missing=choice.get("missing"), on_built=self._check_inference_parser,
         )
@@ -189,7 +188,6 @@ class TreeTranslationTask(TranslationTask):
                            f"{self.cfg.data} by {describe(self.parser_record)}: raw text is parsed as the "
                            "checkpoint's were")
         self.parser_record = recorded
-        self.state.merge_state_dict({PARSER_RECORD_STATE: json.dumps(recorded)})
         self._configure_inference()
 
     @property
