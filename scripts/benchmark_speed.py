@@ -421,7 +421,9 @@ def measure_training_memory(device, pair, batches):
         total = above = 0
         for sample in batches:
             system.trainer.zero_grad()
-            resident = torch.cuda.memory_allocated() if device.cuda else system.resident_bytes()
+            # this system's own tensors: on CUDA, memory_allocated() would also count the other
+            # model, its optimizer state and the batches, and pull every ratio towards 1
+            resident = system.resident_bytes()
             _, peak = device.peak(lambda: system.train_step(sample))
             total, above = max(total, resident + peak), max(above, peak)
         result[system.name] = (total, above)

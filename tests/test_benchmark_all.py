@@ -76,6 +76,14 @@ def test_the_table_in_the_docs_is_the_published_runs():
     assert table(runs) in (ROOT / "docs" / "performance.md").read_text()
 
 
+def test_the_gpu_table_in_the_docs_is_the_published_gpu_runs():
+    """The GPU table of docs/performance.md is what benchmark_all.py makes of the H100 runs."""
+    runs = load_runs(ROOT / "docs" / "results" / "performance-gpu")
+    assert set(runs) == set(FAMILIES)
+    assert all(run["device"].startswith("GPU") for family in runs.values() for run in family)
+    assert table(runs) in (ROOT / "docs" / "performance.md").read_text()
+
+
 def test_medians_and_ranges_over_runs(tmp_path):
     assert figure([0.9, 1.1, 0.5]) == "0.90 (0.50-1.10)"
     assert figure([None, 0.7]) == "0.70"
