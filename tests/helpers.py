@@ -299,27 +299,20 @@ def train_and_generate(databin, save_dir, arch, *train_flags, task="tree_transla
     return generate_run.stdout
 
 
-def check_inference_trees(task, split="test"):
-    """The trees the task makes for raw text (its --inference-parser, over each sentence's pieces)
-    are those of the data-bin's split."""
+TREE_KEYS = ("node_labels", "node_spans")
+PARENT_KEYS = ("parent_spans",)
+
+
+def check_inference_sources(task, keys, split="test"):
+    """What the task makes for raw text (its --inference-parser / --inference-heads, over each
+    sentence's pieces) under ``keys`` (TREE_KEYS, PARENT_KEYS or both) is the data-bin's split's."""
     task.load_dataset(split)
     dataset = task.dataset(split)
     sources = [dataset[i]["source"] for i in range(len(dataset))]
     inference = task.build_dataset_for_inference(sources, [len(source) for source in sources])
     for i in range(len(dataset)):
-        assert torch.equal(inference[i]["node_labels"], dataset[i]["node_labels"].long()), i
-        assert torch.equal(inference[i]["node_spans"], dataset[i]["node_spans"].long()), i
-
-
-def check_inference_parents(task, split="test"):
-    """The parents the task makes for raw text (its --inference-heads, over each sentence's pieces)
-    are those of the data-bin's split."""
-    task.load_dataset(split)
-    dataset = task.dataset(split)
-    sources = [dataset[i]["source"] for i in range(len(dataset))]
-    inference = task.build_dataset_for_inference(sources, [len(source) for source in sources])
-    for i in range(len(dataset)):
-        assert torch.equal(inference[i]["parent_spans"], dataset[i]["parent_spans"].long()), i
+        for key in keys:
+            assert torch.equal(inference[i][key], dataset[i][key].long()), (i, key)
 
 
 # Text corpora

@@ -19,7 +19,7 @@ from fairseq import tasks
 
 from conftest import preprocess, write_corpus
 from helpers import (
-    FRENCH, USER_DIR, check_inference_parents, check_inference_trees, parse, subprocess_env, train_and_generate,
+    FRENCH, USER_DIR, PARENT_KEYS, TREE_KEYS, check_inference_sources, parse, subprocess_env, train_and_generate,
 )
 
 from tree_fairseq.cli import parse as parse_cli
@@ -146,8 +146,7 @@ def test_the_task_parses_raw_text_with_the_recorded_parser_and_heads(databin):
     task = _task(databin)
     assert task.inference_choice["parser"] == "balanced"
     assert (task.inference_parents.heads, task.inference_parents.seed) == ("random", 3)
-    check_inference_trees(task)
-    check_inference_parents(task)
+    check_inference_sources(task, TREE_KEYS + PARENT_KEYS)
 
 
 def _raw_text_dataset(task):
@@ -338,7 +337,7 @@ def test_spacy_trees_and_heads_come_from_one_parse_per_sentence(spacy_databin, m
             yield doc
 
     monkeypatch.setattr(nlp, "pipe", counting_pipe)
-    check_inference_trees(task)
+    check_inference_sources(task, TREE_KEYS)
     task.load_dataset("test")
     dataset = task.dataset("test")
     sources = [dataset[i]["source"] for i in range(len(dataset))]

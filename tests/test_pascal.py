@@ -415,7 +415,7 @@ def test_raw_text_gets_the_data_bins_parents(parent_corpus, tmp_path, control):
     databin = preprocess(corpus, tmp_path / "bin")
     args = helpers.parse(databin, "--inference-parser", "balanced", "--inference-heads", control, arch=ARCH, task=TASK)
     task = tasks.setup_task(args)
-    helpers.check_inference_parents(task)
+    helpers.check_inference_sources(task, helpers.PARENT_KEYS)
     dataset = task.dataset("test")
     # fairseq-interactive hands over src_tokens and src_lengths only: the parents come back.
     batch = dataset.collater([dataset[i] for i in range(6)])

@@ -238,7 +238,7 @@ def test_conllu_parser_output_reaches_the_data_bin_and_an_edit_of_it_is_redone(t
 def test_sentencepiece_recipe_to_scores_over_words(tmp_path):
     """--bpe sentencepiece end to end: generate.sh removes the ▁ pieces of a sentencepiece data-bin,
     so the scores are over words, not pieces."""
-    from helpers import check_inference_trees, train_and_generate
+    from helpers import TREE_KEYS, check_inference_sources, train_and_generate
 
     write_tokenised_corpus(tmp_path / "text")
     command = ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--local", str(tmp_path / "text"), "--work",
@@ -266,7 +266,7 @@ def test_sentencepiece_recipe_to_scores_over_words(tmp_path):
         str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
         "--inference-parser", "balanced"]))
     assert task.inference_trees.subword_format == "sentencepiece"
-    check_inference_trees(task)
+    check_inference_sources(task, TREE_KEYS)
     with pytest.raises(ValueError, match="--subword-format subword_nmt, but the source dictionary of .* is sentencepiece"):
         tasks.setup_task(options.parse_args_and_arch(options.get_training_parser(), [
             str(databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",

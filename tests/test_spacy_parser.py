@@ -13,7 +13,7 @@ from fairseq import options, tasks
 
 spacy = pytest.importorskip("spacy", reason="spaCy is not installed: pip install -e '.[test]'")
 
-from helpers import FRENCH, USER_DIR, check_inference_trees, subprocess_env, train_and_generate  # noqa: E402
+from helpers import FRENCH, TREE_KEYS, USER_DIR, check_inference_sources, subprocess_env, train_and_generate  # noqa: E402
 
 from tree_fairseq.cli import parse as parse_cli  # noqa: E402
 from tree_fairseq.cli import preprocess as preprocess_cli  # noqa: E402
@@ -251,7 +251,7 @@ def test_inference_parser_spacy_makes_the_data_bin_trees(spacy_databin):
         str(spacy_databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
         "--inference-parser", "spacy", "--inference-spacy-model", PIPELINE])
     task = tasks.setup_task(args)
-    check_inference_trees(task)
+    check_inference_sources(task, TREE_KEYS)
     assert task.inference_trees.labels_unknown == {}
 
 

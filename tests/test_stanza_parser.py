@@ -15,7 +15,7 @@ from stanza.models.common.doc import Document  # noqa: E402
 from stanza.models.constituency.tree_reader import read_trees  # noqa: E402
 
 from fairseq import options, tasks  # noqa: E402
-from helpers import USER_DIR, check_inference_trees  # noqa: E402
+from helpers import TREE_KEYS, USER_DIR, check_inference_sources  # noqa: E402
 from stanza_models import with_second_package  # noqa: E402
 
 from tree_fairseq.cli import parse as parse_cli  # noqa: E402
@@ -250,7 +250,7 @@ def test_inference_parser_stanza_makes_the_data_bin_trees(tmp_path, stanza_model
     task = tasks.setup_task(options.parse_args_and_arch(options.get_training_parser(), [
         str(stanza_databin), "--user-dir", USER_DIR, "--task", "tree_translation", "--arch", "tree_transformer_tiny",
         "--source-lang", "en", "--target-lang", "de", "--inference-parser", "stanza", *flags]))
-    check_inference_trees(task)
+    check_inference_sources(task, TREE_KEYS)
     assert task.inference_trees.labels_unknown == {}
 
 
