@@ -20,6 +20,7 @@ sacrebleu ref.de -i pascal_transformer.spacy.hyp.de -m bleu chrf -w 2 --format j
 sacrebleu ref.de -i pascal_transformer.random.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i pascal_transformer.spacy.seed2.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i pascal_transformer.random.seed2.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i pascal_transformer.spacy.seed3.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -37,6 +38,7 @@ sacrebleu ref.de -i transformer.hyp.de pascal_transformer.spacy.hyp.de -m bleu -
 sacrebleu ref.de -i transformer.hyp.de pascal_transformer.random.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de pascal_transformer.spacy.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de pascal_transformer.random.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de pascal_transformer.spacy.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
