@@ -305,7 +305,8 @@ PARENT_KEYS = ("parent_spans",)
 
 def check_inference_sources(task, keys, split="test"):
     """What the task makes for raw text (its --inference-parser / --inference-heads, over each
-    sentence's pieces) under ``keys`` (TREE_KEYS, PARENT_KEYS or both) is the data-bin's split's."""
+    sentence's pieces) under ``keys`` (TREE_KEYS, PARENT_KEYS or both) is the data-bin's split's.
+    Returns how many sentences were compared."""
     task.load_dataset(split)
     dataset = task.dataset(split)
     sources = [dataset[i]["source"] for i in range(len(dataset))]
@@ -313,6 +314,7 @@ def check_inference_sources(task, keys, split="test"):
     for i in range(len(dataset)):
         for key in keys:
             assert torch.equal(inference[i][key], dataset[i][key].long()), (i, key)
+    return len(dataset)
 
 
 # Text corpora
