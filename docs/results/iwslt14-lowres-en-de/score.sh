@@ -21,6 +21,7 @@ sacrebleu ref.de -i pascal_transformer.random.hyp.de -m bleu chrf -w 2 --format 
 sacrebleu ref.de -i pascal_transformer.spacy.seed2.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i pascal_transformer.random.seed2.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i pascal_transformer.spacy.seed3.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i pascal_transformer.random.seed3.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -39,6 +40,7 @@ sacrebleu ref.de -i transformer.hyp.de pascal_transformer.random.hyp.de -m bleu 
 sacrebleu ref.de -i transformer.hyp.de pascal_transformer.spacy.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de pascal_transformer.random.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de pascal_transformer.spacy.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de pascal_transformer.random.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -53,3 +55,4 @@ sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.seed2.h
 sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.balanced.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i pascal_transformer.random.hyp.de pascal_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i pascal_transformer.random.seed2.hyp.de pascal_transformer.spacy.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i pascal_transformer.random.seed3.hyp.de pascal_transformer.spacy.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
