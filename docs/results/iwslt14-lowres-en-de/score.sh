@@ -25,6 +25,8 @@ sacrebleu ref.de -i pascal_transformer.random.seed3.hyp.de -m bleu chrf -w 2 --f
 sacrebleu ref.de -i tree_transformer.balanced.seed3.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i transformer.seed4.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i pascal_transformer.spacy.seed4.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.spacy.text-batches.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i transformer.seed5.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -47,6 +49,8 @@ sacrebleu ref.de -i transformer.hyp.de pascal_transformer.random.seed3.hyp.de -m
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de transformer.seed4.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de pascal_transformer.spacy.seed4.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.text-batches.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de transformer.seed5.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
