@@ -40,6 +40,7 @@ COMMANDS = {
     "benchmark_speed": "python scripts/benchmark_speed.py",
     "benchmark_all": "python scripts/benchmark_all.py",
     "compare_bleu": "bash scripts/compare_bleu.sh",
+    "check_same_batches": "python scripts/check_same_batches.py",
     "install": "python3 -m venv .venv",
     "test": ".venv/bin/python -m pytest",
     "parse_stanza": "tree-fairseq-parse --parser stanza",
@@ -315,6 +316,24 @@ def test_readme_compare_bleu(tiny_databin, tiny_corpus, tmp_path):
     for arch, task in (("transformer_iwslt_de_en", "translation"), ("tree_transformer_iwslt_de_en", "tree_translation")):
         assert re.search(rf"^{arch} \({task}\) +2 +sacreBLEU", output, re.M), output
         check_scored_against_the_test_set(tmp_path / arch, tiny_databin, tiny_corpus / "test.en")
+
+
+@pytest.mark.slow
+def test_readme_check_same_batches(tiny_databin, tmp_path):
+    """A --batch-tokens text run of one epoch (its log as scripts/train.sh keeps it) checks."""
+    train = subprocess.run([
+        sys.executable, "-m", "fairseq_cli.train", str(tiny_databin), "--user-dir", str(ROOT / "tree_fairseq"),
+        "--task", "tree_translation", "--batch-tokens", "text", "--arch", "tree_transformer_tiny", "--cpu",
+        "--num-workers", "0", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "64", "--max-epoch", "1",
+        "--seed", "2", "--no-save", "--disable-validation", "--log-format", "simple", "--log-interval", "10",
+    ], env=subprocess_env(), capture_output=True, text=True)
+    assert train.returncode == 0, train.stderr[-3000:]
+    (tmp_path / "train.log").write_text(train.stdout + train.stderr, encoding="utf-8")
+    command = fill(readme_command("check_same_batches"), {
+        "DATA-BIN": tiny_databin, "SRC": "de", "TGT": "en", "--seed N": "--seed 2", "SAVE-DIR": tmp_path})
+    output = succeeded(bash(command + " --max-tokens 64", ROOT))
+    assert "identical batches (sentence ids, in order) in 1 of 1 epochs" in output, output
+    assert re.search(r"(\d+) train_inner lines, \1 within the 1 epochs \(0 of them .*\), \1 agree", output), output
 
 
 # Install and test: .ci/run runs them

@@ -1,0 +1,110 @@
+"""scripts/check_same_batches.py: a tree task with --batch-tokens text builds the translation task's
+batches, and a run's log says it trained on them. Checked on a real fairseq-train run of two sittings
+(the second resumed from checkpoint_last.pt, as a stopped run is), and shown to fail when the seed or
+--max-tokens it is given is not the run's, or when the batches are the tree task's own."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import cli_args, subprocess_env
+
+from tree_fairseq.analysis.same_batches import Interval, load_task, logged_intervals, training_batches
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = str(ROOT / "scripts" / "check_same_batches.py")
+MAX_TOKENS = 64
+SEED = 5
+
+
+def test_log_intervals_follow_the_sittings():
+    """Each train_inner line covers the updates since the previous one of its sitting, or since the
+    update its sitting resumed from; a sitting that found no checkpoint starts from 0."""
+    lines = [
+        "2026 | INFO | fairseq.trainer | No existing checkpoint found ck/checkpoint_last.pt",
+        "2026 | INFO | train_inner | epoch 001:     10 / 30 loss=9.1, wpb=101.5, bsz=8, num_updates=10, lr=1",
+        "2026 | INFO | train_inner | epoch 001:     20 / 30 loss=8.1, wpb=99, bsz=8.8, num_updates=20, lr=1",
+        "2026 | INFO | train | epoch 001 | loss 8.5 | wpb 100 | bsz 8.4 | num_updates 30",
+        "2026 | INFO | train_inner | epoch 002:     10 / 30 loss=7.1, wpb=98.2, bsz=8, num_updates=40, lr=1",
+        "2026 | INFO | fairseq.trainer | Loaded checkpoint ck/checkpoint_last.pt (epoch 2 @ 30 updates)",
+        "2026 | INFO | train_inner | epoch 002:     10 / 30 loss=7.1, wpb=98.2, bsz=8, num_updates=40, lr=1",
+        "2026 | INFO | train_inner | epoch 002:     20 / 30 loss=6.1, wpb=97, bsz=8, num_updates=50, lr=1",
+        "2026 | INFO | fairseq.trainer | No existing checkpoint found ck/checkpoint_last.pt",
+        "2026 | INFO | train_inner | epoch 001:     10 / 30 loss=9.1, wpb=101.5, bsz=8, num_updates=10, lr=1",
+    ]
+    found = logged_intervals(lines)
+    assert [(i.start, i.end, i.epoch, i.after_resume) for i in found] == [
+        (0, 10, 1, False), (10, 20, 1, False), (20, 40, 2, False), (30, 40, 2, True), (40, 50, 2, False),
+        (0, 10, 1, False)]
+    assert found[1].logged == (99.0, 8.8)
+    interval = Interval(0, 10, 1, (99.0, 8.8), computed=(99.0, 8.8))
+    assert interval.agrees and not Interval(0, 10, 1, (99.0, 8.8), computed=(99.0, 8.7)).agrees
+
+
+def check(*flags):
+    return subprocess.run([sys.executable, SCRIPT, *flags], env=subprocess_env(), capture_output=True, text=True)
+
+
+def train(databin, save_dir, max_epoch, *flags):
+    result = subprocess.run([
+        sys.executable, "-m", "fairseq_cli.train", *cli_args(databin, "tree_translation"),
+        "--arch", "tree_transformer_tiny", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", str(MAX_TOKENS),
+        "--max-epoch", str(max_epoch), "--seed", str(SEED), "--save-dir", str(save_dir), "--no-epoch-checkpoints",
+        "--disable-validation", "--log-format", "simple", "--log-interval", "10", *flags,
+    ], env=subprocess_env(), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(save_dir / "train.log", "a", encoding="utf-8") as log:
+        log.write(result.stdout + result.stderr)
+
+
+@pytest.mark.slow
+def test_a_resumed_text_batches_run_checks_and_others_do_not(tiny_databin, tmp_path):
+    run = tmp_path / "text"
+    train(tiny_databin, run, 2, "--batch-tokens", "text")
+    train(tiny_databin, run, 3, "--batch-tokens", "text")  # a second sitting, from checkpoint_last.pt
+    log = str(run / "train.log")
+    common = [str(tiny_databin), "-s", "de", "-t", "en", "--log", log]
+    updates = len(training_batches(load_task(str(tiny_databin), "de", "en"), SEED, 1, MAX_TOKENS)[0])
+    assert updates > 30
+
+    result = check(*common, "--seed", str(SEED), "--max-tokens", str(MAX_TOKENS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = 3 * updates // 10
+    assert "identical batches (sentence ids, in order) in 3 of 3 epochs" in result.stdout
+    assert (f"{lines} train_inner lines, {lines} within the 3 epochs (1 of them the first after a resume, over the "
+            f"updates since it), {lines} agree") in result.stdout
+
+    for seed, max_tokens in ((SEED + 1, MAX_TOKENS), (SEED, MAX_TOKENS + 16)):
+        result = check(*common, "--seed", str(seed), "--max-tokens", str(max_tokens))
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "in 3 of 3 epochs" in result.stdout  # the two tasks still agree with each other
+        assert f"{lines} train_inner lines" in result.stdout and f", {lines} agree" not in result.stdout
+
+    tree = tmp_path / "tree"
+    train(tiny_databin, tree, 1)  # the tree task's own batches: nodes count toward --max-tokens
+    result = check(*common[:-1], str(tree / "train.log"), "--seed", str(SEED), "--max-tokens", str(MAX_TOKENS))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "agree with the translation task's batches" in result.stdout
+    assert "updates 1-10: logged wpb" in result.stdout
+
+
+def test_text_batches_are_the_translation_tasks(tiny_databin, parent_databin):
+    """Without a log: the batches alone, of either task a control can train with."""
+    for databin, task in ((tiny_databin, "tree_translation"), (parent_databin, "dependency_translation")):
+        result = check(str(databin), "-s", "de", "-t", "en", "--seed", str(SEED), "--epochs", "2",
+                       "--max-tokens", str(MAX_TOKENS), "--task", task)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"{task} --batch-tokens text against translation, seed {SEED}: identical batches (sentence ids, in " \
+               "order) in 2 of 2 epochs" in result.stdout
+    result = check(str(tiny_databin), "-s", "de", "-t", "en", "--seed", str(SEED))
+    assert result.returncode != 0 and "--epochs is needed without --log" in result.stderr
+
+
+def test_batches_are_the_same_when_asked_again(tiny_databin):
+    """fairseq hands a second request for a dataset's batches the first one's iterator, already
+    epochs on; each request here starts at epoch 1."""
+    task = load_task(str(tiny_databin), "de", "en")
+    first = training_batches(task, SEED, 2, MAX_TOKENS)
+    assert training_batches(task, SEED, 2, MAX_TOKENS) == first
+    assert first[0] != first[1] and training_batches(task, SEED + 1, 2, MAX_TOKENS) != first
