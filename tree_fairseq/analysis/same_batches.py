@@ -13,6 +13,7 @@ Two checks, each of which can fail:
    since the update the sitting resumed from. The same means over the translation task's batches,
    rounded as fairseq rounds them (one decimal), must be what the log says, for every line of every
    sitting. A run on its own tree batches, or with another seed or ``--max-tokens``, disagrees.
+   (One batch is one update here: a run with ``--update-freq`` above 1 sums several, and disagrees.)
 
 The log is fairseq's ``simple`` format (``scripts/train.sh``'s ``train.log``, or fairseq-train's
 output when not on a terminal). The command line is ``scripts/check_same_batches.py``.
