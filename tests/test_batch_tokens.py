@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from fairseq import options, tasks, utils
+from fairseq import options, tasks
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from helpers import USER_DIR, cli_args, parse, subprocess_env
 
+from tree_fairseq.analysis.same_batches import training_batches
 from tree_fairseq.cli import config_args
 from tree_fairseq.tasks import TreeTranslationConfig, TreeTranslationTask
 
@@ -39,11 +40,7 @@ def epoch_batches(task, max_tokens=MAX_TOKENS, epochs=EPOCHS):
     asks: the train split combined, --max-tokens folded into the size filter, too long sentences
     skipped, batches a multiple of 8 sentences, shuffled with the seed."""
     task.load_dataset("train", combine=True, epoch=1)
-    iterator = task.get_batch_iterator(
-        task.dataset("train"), max_tokens=max_tokens,
-        max_positions=utils.resolve_max_positions(task.max_positions(), max_tokens),
-        ignore_invalid_inputs=True, required_batch_size_multiple=8, seed=SEED, epoch=1)
-    return [[batch["id"].tolist() for batch in iterator.next_epoch_itr(shuffle=True)] for _ in range(epochs)]
+    return training_batches(task, SEED, epochs, max_tokens)
 
 
 def leaves_and_nodes(task, split="train"):

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# fairseq's trainer, when a sitting starts: from a checkpoint, or afresh.
+from tree_fairseq.cli.patience import FRESH_START
+
+# What fairseq's trainer logs when a sitting resumes from a checkpoint.
 _RESUMED = re.compile(r"Loaded checkpoint .* \(epoch \d+ @ (\d+) updates\)")
-_FRESH = "No existing checkpoint found"
 _INNER = re.compile(r"\| train_inner \| epoch (\d+):.*")
 _VALUE = re.compile(r"\b(wpb|bsz|num_updates)=([\d.]+)")
 
@@ -91,7 +92,7 @@ def logged_intervals(lines) -> list[Interval]:
         if resumed:
             start = resumed_at = int(resumed.group(1))
             continue
-        if _FRESH in line:
+        if FRESH_START in line:
             start, resumed_at = 0, None
             continue
         inner = _INNER.search(line)
