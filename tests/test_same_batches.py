@@ -108,3 +108,14 @@ def test_batches_are_the_same_when_asked_again(tiny_databin):
     first = training_batches(task, SEED, 2, MAX_TOKENS)
     assert training_batches(task, SEED, 2, MAX_TOKENS) == first
     assert first[0] != first[1] and training_batches(task, SEED + 1, 2, MAX_TOKENS) != first
+
+
+def test_a_missing_log_or_data_bin_is_named(tiny_databin, tmp_path):
+    common = ["-s", "de", "-t", "en", "--seed", str(SEED)]
+    result = check(str(tiny_databin), *common, "--log", str(tmp_path / "train.log"))
+    assert result.returncode != 0 and result.stderr.strip().endswith(f"{tmp_path / 'train.log'}: No such file or directory")
+    result = check(str(tmp_path), *common, "--epochs", "1")
+    assert result.returncode != 0 and f"{tmp_path}: no data-bin of source language de (no dict.de.txt)" in result.stderr
+    (tmp_path / "train.log").write_text("2026 | INFO | fairseq_cli.train | nothing trained\n", encoding="utf-8")
+    result = check(str(tiny_databin), *common, "--log", str(tmp_path / "train.log"))
+    assert result.returncode != 0 and "no train_inner line with wpb, bsz and num_updates" in result.stderr

@@ -21,6 +21,7 @@ output when not on a terminal). The command line is ``scripts/check_same_batches
 
 import argparse
 import logging
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -146,10 +147,16 @@ def main(argv=None) -> int:
     import tree_fairseq
     tree_fairseq.register()
     logging.basicConfig(level=logging.WARNING, force=True)  # importing fairseq set the root logger to DEBUG
+    if not os.path.isfile(os.path.join(args.databin, f"dict.{args.source_lang}.txt")):
+        sys.exit(f"{args.databin}: no data-bin of source language {args.source_lang} "
+                 f"(no dict.{args.source_lang}.txt)")
     intervals = []
     if args.log:
-        with open(args.log, encoding="utf-8", errors="replace") as log:
-            intervals = logged_intervals(log)
+        try:
+            with open(args.log, encoding="utf-8", errors="replace") as log:
+                intervals = logged_intervals(log)
+        except OSError as error:
+            sys.exit(f"{args.log}: {error.strerror}")
         if not intervals:
             sys.exit(f"{args.log}: no train_inner line with wpb, bsz and num_updates "
                      "(fairseq-train's simple log format is read)")
