@@ -2,7 +2,7 @@
 writes them, and each published folder's scores are what sacreBLEU gives on its files, with as
 many lines as the reference, its reference is the test set itself (never fairseq's T- lines), and
 the figures docs/ quotes are those scores (and the p-value on a line naming both systems of a
-paired bootstrap is that test's)."""
+paired bootstrap is that test's); a published training log gives its run's row of the page."""
 
 import json
 import re
@@ -15,6 +15,7 @@ import pytest
 from conftest import shared_data
 from helpers import train_and_generate
 
+from tree_fairseq.cli.patience import FRESH_START, validations
 from tree_fairseq.cli.score import detokenize, split_sources, stored_reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,6 +148,46 @@ def test_published_comparison_over_seeds_is_recomputed_and_quoted(folder, tmp_pa
             low, high = pair[metric]["interval"]
             quoted = f"{pair[metric]['difference']:+.2f} [{low:+.2f}, {high:+.2f}], {pair[metric]['p']:.4f}"
             assert any(quoted in page for page in pages), (pair["a"], pair["b"], metric, quoted)
+
+
+LOGS = sorted((ROOT / "docs" / "results").glob("*/logs/*.train.log"))
+
+
+def run_figures(lines: list[str]) -> tuple[str, str, float]:
+    """A training log's "epochs / updates", "best loss / nll (epoch)" and summed train_wall (hours), as
+    the en-de page's run tables give them: every sitting of the run counted, an epoch logged twice (a
+    sitting stopped after it) once, at its last logging."""
+    epochs: dict[int, tuple[int, float]] = {}
+    for line in lines:
+        if FRESH_START in line:
+            epochs = {}
+        match = re.search(r"\| train \| epoch (\d+) \|.*\| num_updates (\d+) \|.*\| train_wall ([\d.]+) \|", line)
+        if match:
+            epochs[int(match.group(1))] = (int(match.group(2)), float(match.group(3)))
+    last = max(epochs)
+    losses, nlls = validations(lines, metric="loss"), dict(validations(lines, metric="nll_loss"))
+    best_epoch, best_loss = min(losses, key=lambda item: (item[1], item[0]))
+    hours = sum(wall for _, wall in epochs.values()) / 3600
+    return (f"{last} / {epochs[last][0]:,}", f"{best_loss:.3f} / {nlls[best_epoch]:.3f} ({best_epoch})", hours)
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[path.name for path in LOGS])
+def test_published_training_logs_give_the_pages_run_figures(log):
+    """A published training log is of a published system, and the page's row for that run gives its
+    epochs and updates, best validation loss / nll and training time as the log has them."""
+    folder = log.parent.parent
+    name = log.name.removesuffix(".train.log")
+    assert name in json.loads((folder / "scores.json").read_text())["systems"], log
+    lines = log.read_text(encoding="utf-8").splitlines()
+    steps, best, hours = run_figures(lines)
+    rows = [line for page in (ROOT / "docs").glob("*.md") if f"results/{folder.name}" in page.read_text()
+            for line in page.read_text(encoding="utf-8").splitlines()
+            if line.startswith(f"| `{name}` | converged")]  # the run tables' rows, not other tables'
+    assert rows, f"no page's run table has a row for {name}"
+    for row in rows:
+        cells = [cell.strip() for cell in row.split("|")]
+        assert steps in cells and best in cells, (row, steps, best)
+        assert any(cell.startswith(f"{hours:.2f} h") for cell in cells), (row, hours)
 
 
 def test_publish_results_refuses_what_would_publish_a_wrong_score(tiny_databin, tmp_path):
