@@ -34,6 +34,7 @@ sacrebleu ref.de -i tree_transformer.balanced.text-batches.seed2.hyp.de -m bleu 
 sacrebleu ref.de -i tree_transformer.spacy.text-batches.seed3.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i tree_transformer.balanced.text-batches.seed3.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i tree_transformer.spacy.text-batches.seed4.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.spacy.seed4.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -65,6 +66,7 @@ sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.text-batches.se
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.text-batches.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.text-batches.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.text-batches.seed4.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.seed4.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
