@@ -15,7 +15,7 @@ import pytest
 from conftest import shared_data
 from helpers import train_and_generate
 
-from tree_fairseq.cli.patience import FRESH_START, validations
+from tree_fairseq.cli.patience import epoch_records, validations
 from tree_fairseq.cli.score import detokenize, split_sources, stored_reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,20 +153,17 @@ def test_published_comparison_over_seeds_is_recomputed_and_quoted(folder, tmp_pa
 LOGS = sorted((ROOT / "docs" / "results").glob("*/logs/*.train.log"))
 
 
+TRAIN_EPOCH = re.compile(r"\| train \| epoch (\d+) \|.*\| num_updates (\d+) \|.*\| train_wall ([\d.]+) \|")
+
+
 def run_figures(lines: list[str]) -> tuple[str, str, float]:
     """A training log's "epochs / updates", "best loss / nll (epoch)" and summed train_wall (hours), as
-    the en-de page's run tables give them: every sitting of the run counted, an epoch logged twice (a
-    sitting stopped after it) once, at its last logging."""
-    epochs: dict[int, tuple[int, float]] = {}
-    for line in lines:
-        if FRESH_START in line:
-            epochs = {}
-        match = re.search(r"\| train \| epoch (\d+) \|.*\| num_updates (\d+) \|.*\| train_wall ([\d.]+) \|", line)
-        if match:
-            epochs[int(match.group(1))] = (int(match.group(2)), float(match.group(3)))
+    the en-de page's run tables give them, the log's sittings counted as the patience module counts
+    them (an epoch logged twice counts once, at its last logging)."""
+    epochs = dict(epoch_records(lines, TRAIN_EPOCH, lambda match: (int(match.group(2)), float(match.group(3)))))
     last = max(epochs)
     losses, nlls = validations(lines, metric="loss"), dict(validations(lines, metric="nll_loss"))
-    best_epoch, best_loss = min(losses, key=lambda item: (item[1], item[0]))
+    best_epoch, best_loss = min(losses, key=lambda item: item[1])  # the first best, as fairseq keeps it
     hours = sum(wall for _, wall in epochs.values()) / 3600
     return (f"{last} / {epochs[last][0]:,}", f"{best_loss:.3f} / {nlls[best_epoch]:.3f} ({best_epoch})", hours)
 

@@ -55,13 +55,12 @@ class Standing:
     last_epoch: int  # epoch of the last validation (0: none)
 
 
-def validations(lines, subset: str = "valid", metric: str = "loss") -> list[tuple[int, float]]:
-    """(epoch, figure) of each validation of ``subset`` in a fairseq log, in order, since the last
-    sitting that started the run afresh; a validation of an epoch already seen drops that epoch and
-    every later one first."""
-    pattern = re.compile(rf"\| epoch (\d+) \| valid on '{re.escape(subset)}' subset \|(.*)$")
-    figure = re.compile(rf"\| {re.escape(metric)} (-?[\d.]+(?:e-?\d+)?)(?: \||$)")
-    found: list[tuple[int, float]] = []
+def epoch_records(lines, pattern: re.Pattern, record) -> list[tuple[int, object]]:
+    """(epoch, record) of each line of a fairseq log that ``pattern`` matches (its group 1: the epoch)
+    and ``record(match)`` does not answer None for, in order, by the log's sittings: only since the last
+    sitting that started the run afresh, and a line of an epoch already seen drops that epoch and every
+    later one first."""
+    found: list[tuple[int, object]] = []
     for line in lines:
         if FRESH_START in line:
             found = []
@@ -69,14 +68,27 @@ def validations(lines, subset: str = "valid", metric: str = "loss") -> list[tupl
         match = pattern.search(line)
         if not match:
             continue
-        value = figure.search("|" + match.group(2))
+        value = record(match)
         if value is None:
             continue
         epoch = int(match.group(1))
         while found and found[-1][0] >= epoch:
             found.pop()
-        found.append((epoch, float(value.group(1))))
+        found.append((epoch, value))
     return found
+
+
+def validations(lines, subset: str = "valid", metric: str = "loss") -> list[tuple[int, float]]:
+    """(epoch, figure) of each validation of ``subset`` in a fairseq log, counted by the log's sittings
+    (:func:`epoch_records`)."""
+    pattern = re.compile(rf"\| epoch (\d+) \| valid on '{re.escape(subset)}' subset \|(.*)$")
+    figure = re.compile(rf"\| {re.escape(metric)} (-?[\d.]+(?:e-?\d+)?)(?: \||$)")
+
+    def value(match):
+        found = figure.search("|" + match.group(2))
+        return None if found is None else float(found.group(1))
+
+    return epoch_records(lines, pattern, value)
 
 
 def standing(found: list[tuple[int, float]], maximize: bool = False) -> Standing:
