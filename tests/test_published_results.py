@@ -219,3 +219,24 @@ def test_publish_results_refuses_what_would_publish_a_wrong_score(tiny_databin, 
     twice.write_text((tmp_path / "good.txt").read_text() * 2)
     assert "has two T- lines" in refused("a=" + str(twice))
     assert not out.exists()  # nothing written by a refused run
+
+
+def written_final_comparison(page: str) -> list[str]:
+    """The en-de page's final comparison: the indented command after its "**The final comparison**"
+    paragraph, its continued lines joined, as words."""
+    after = page.split("**The final comparison**", 1)[1].splitlines()
+    start = next(number for number, line in enumerate(after) if line.startswith("    tree-fairseq-compare "))
+    command = []
+    for line in after[start:]:
+        command.append(line.strip().removesuffix("\\"))
+        if not line.endswith("\\"):
+            break
+    return shlex.split(" ".join(command))
+
+
+def test_the_published_comparison_is_the_one_written_before_the_last_runs():
+    """The en-de comparison.json was made by the command the page's rule wrote down before the last
+    runs were in (every seed of each system, the rule's eight pairs), not by one chosen after the scores."""
+    page = (ROOT / "docs" / "iwslt_lowres.md").read_text(encoding="utf-8")
+    published = json.loads((ROOT / "docs" / "results" / "iwslt14-lowres-en-de" / "comparison.json").read_text())
+    assert shlex.split(published["command"]) == written_final_comparison(page)

@@ -40,6 +40,7 @@ sacrebleu ref.de -i tree_transformer.balanced.text-batches.seed4.hyp.de -m bleu 
 sacrebleu ref.de -i tree_transformer.spacy.seed5.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i tree_transformer.balanced.seed5.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i tree_transformer.spacy.text-batches.seed5.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_transformer.balanced.text-batches.seed5.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -77,6 +78,7 @@ sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.text-batches.se
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.seed5.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.seed5.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.text-batches.seed5.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.text-batches.seed5.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
