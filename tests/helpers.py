@@ -4,6 +4,7 @@ subprocesses. Fixtures are in ``conftest.py``."""
 
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -375,3 +376,57 @@ il a oublié ses clés dans le bureau de son collègue .
 la réunion commencera dès que tout le monde sera arrivé .
 elle chante une chanson que sa grand-mère lui a apprise .
 """.splitlines()
+
+
+# Reading Markdown
+
+
+def code_blocks(text: str) -> list[tuple[int, str]]:
+    """(line number, dedented text) of every fenced block and every indented block (four or
+    more spaces after a blank line) of a Markdown text."""
+    blocks, current, start, fenced, previous_blank = [], [], 0, False, True
+
+    def close():
+        while current and not current[-1].strip():
+            current.pop()
+        if current:
+            indent = min(len(line) - len(line.lstrip()) for line in current if line.strip())
+            blocks.append((start, "\n".join(line[indent:] for line in current)))
+        current.clear()
+
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            if fenced:
+                close()
+            fenced, start = not fenced, number + 1
+        elif fenced:
+            current.append(line)
+        elif re.match(r" {4,}\S", line) and (current or previous_blank):
+            start = start if current else number
+            current.append(line)
+        elif current and not line.strip():
+            current.append(line)
+        else:
+            close()
+        previous_blank = not line.strip()
+    close()
+    return blocks
+
+
+def commands(block: str) -> list[str]:
+    """The commands of a code block: a shell loop or a Python block is one command; otherwise
+    each line is one, with its continuation lines, without comments."""
+    if block.startswith(("for ", "from ")):
+        return [block]
+    found, current = [], ""
+    for line in block.splitlines():
+        line = re.sub(r"(^|\s)#\s.*$", "", line).rstrip()
+        if not line:
+            continue
+        current += line.strip() if current else line
+        if current.endswith("\\"):
+            current = current[:-1].rstrip() + " "
+        else:
+            found.append(current)
+            current = ""
+    return found

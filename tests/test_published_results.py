@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import shared_data
-from helpers import train_and_generate
+from helpers import code_blocks, commands, train_and_generate
 
 from tree_fairseq.cli.patience import epoch_records, validations
 from tree_fairseq.cli.score import detokenize, split_sources, stored_reference
@@ -222,16 +222,10 @@ def test_publish_results_refuses_what_would_publish_a_wrong_score(tiny_databin, 
 
 
 def written_final_comparison(page: str) -> list[str]:
-    """The en-de page's final comparison: the indented command after its "**The final comparison**"
-    paragraph, its continued lines joined, as words."""
-    after = page.split("**The final comparison**", 1)[1].splitlines()
-    start = next(number for number, line in enumerate(after) if line.startswith("    tree-fairseq-compare "))
-    command = []
-    for line in after[start:]:
-        command.append(line.strip().removesuffix("\\"))
-        if not line.endswith("\\"):
-            break
-    return shlex.split(" ".join(command))
+    """The en-de page's final comparison: the first code block after its "**The final comparison**"
+    paragraph, as the words of its one command."""
+    block = code_blocks(page.split("**The final comparison**", 1)[1])[0][1]
+    return shlex.split(commands(block)[0])
 
 
 def test_the_published_comparison_is_the_one_written_before_the_last_runs():
