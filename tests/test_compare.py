@@ -111,21 +111,23 @@ def test_a_much_less_noisy_system_differs(report):
         (a, b) for a in ("good1", "good2") for b in ("same1", "same2", "same3")]
 
 
-def test_every_run_of_a_replicate_reads_the_same_sentences(results, tmp_path):
+def test_every_run_of_a_replicate_reads_the_same_sentences(results):
     # Systems whose runs are copies of each other's. With the same sentences for every run of a
     # replicate, one run against its copy never differs (resampling sentences per run, most
     # replicates would); two runs against their copies differ only where the runs drawn differ.
-    write(tmp_path / f"ref.{LANG}", reference())
+    # (Called below the command line, which refuses identical outputs as two runs.)
+    refs = reference()
+    hyps = {}
     for run in ("same1", "same2"):
-        for copy in (run, f"twin.{run}"):
-            (tmp_path / f"{copy}.hyp.{LANG}").write_bytes((results / f"{run}.hyp.{LANG}").read_bytes())
-    twins = run_compare(tmp_path, "--system", "a=same1", "--system", "b=twin.same1", "--pair", "a:b")
+        hyps[run] = hyps[f"twin.{run}"] = compare.read_lines(str(results / f"{run}.hyp.{LANG}"))
+    twins = compare.compare(refs, hyps, {"a": ["same1"], "b": ["twin.same1"]}, [("a", "b")], REPLICATES, 12345)
     for metric in ("BLEU", "chrF"):
         assert twins["pairs"][0][metric]["interval"] == [0.0, 0.0] and twins["pairs"][0][metric]["p"] == 1.0
-    twins = run_compare(tmp_path, "--system", "a=same1,same2", "--system", "b=twin.same1,twin.same2",
-                        "--pair", "a:b")
+    twins = compare.compare(refs, hyps, {"a": ["same1", "same2"], "b": ["twin.same1", "twin.same2"]}, [("a", "b")],
+                            REPLICATES, 12345)
     low, high = twins["pairs"][0]["BLEU"]["interval"]
     assert twins["pairs"][0]["BLEU"]["difference"] == 0 and low < 0 < high
+
 
 def test_system_means_and_sample_sd(report):
     same = report["systems"]["same"]
@@ -207,6 +209,17 @@ def test_refuses_other_line_counts(results, tmp_path):
     (["--system", "a=same1", "--system", "a=other1", "--pair", "a:a"], "--system a=... is given twice"),
     (["--system", "a=same1", "--pair", "a:a"], "compares a system with itself"),
     (["--system", "a", "--pair", "a:a"], "is not NAME=RUN[,RUN...]"),
+    (["--system", "a=same1", "--system", "b=other1", "--pair", "a:b", "--pair", "a:b"],
+     "--pair a:b is given twice: Holm would correct over a pair counted twice"),
+    (["--system", "a=same1", "--system", "b=other1", "--pair", "a:b", "--pair", "b:a"], "--pair b:a is a:b reversed"),
+    (["--system", "a=same1", "--system", "b=other1", "--pair", "a:b", "--by-length", "10,x", "--source", "s"],
+     "--by-length '10,x' is not whole numbers"),
+    (["--system", "a=same1", "--system", "b=other1", "--pair", "a:b", "--by-length", "20,10", "--source", "s"],
+     "strictly ascending"),
+    (["--system", "a=same1", "--system", "b=other1", "--pair", "a:b", "--by-length", "0,10", "--source", "s"],
+     "must be positive"),
+    (["--system", "a=same1", "--system", "b=other1", "--pair", "a:b", "--by-length", "10", "--source", "nowhere.txt"],
+     "--source nowhere.txt: no such file"),
 ])
 def test_refuses_a_design_that_means_something_else(results, argv, expected):
     assert expected in refusal(results, *argv)
@@ -220,6 +233,187 @@ def test_refuses_subword_marks(tmp_path, mark, what):
     write(tmp_path / f"pieces.hyp.{LANG}", refs[:2] + [refs[2].replace(" ", mark, 1)] + refs[3:])
     message = refusal(tmp_path, "--system", "a=clean", "--system", "b=pieces", "--pair", "a:b")
     assert f"pieces.hyp.{LANG} line 3 still holds {what}" in message
+
+
+def test_refuses_one_output_counted_as_two_runs(results, tmp_path):
+    """A file given twice under two names (a copy or a link) would be "2 runs, sd 0.00"."""
+    write(tmp_path / f"ref.{LANG}", reference())
+    (tmp_path / f"a1.hyp.{LANG}").write_bytes((results / f"same1.hyp.{LANG}").read_bytes())
+    (tmp_path / f"a2.hyp.{LANG}").write_bytes((results / f"same1.hyp.{LANG}").read_bytes())
+    (tmp_path / f"a3.hyp.{LANG}").symlink_to(tmp_path / f"a1.hyp.{LANG}")
+    (tmp_path / f"b.hyp.{LANG}").write_bytes((results / f"other1.hyp.{LANG}").read_bytes())
+    for copy in ("a2", "a3"):
+        message = refusal(tmp_path, "--system", f"a=a1,{copy}", "--system", "b=b", "--pair", "a:b")
+        assert f"{copy}.hyp.{LANG} is the same output as a1.hyp.{LANG}" in message
+
+
+def test_a_system_of_one_run_is_said_to_have_no_run_spread(results, capsys):
+    report = run_compare(results, "--system", "a=same1", "--system", "b=other1,other2", "--pair", "a:b")
+    note = report["pairs"][0]["note"]
+    assert note.startswith("a has one run: no run-to-run spread is resampled for it")
+    captured = capsys.readouterr()
+    assert f"warning: a - b: {note}" in captured.err and note in captured.out
+    both = run_compare(results, "--system", "a=same1", "--system", "b=other1", "--pair", "a:b")
+    assert both["pairs"][0]["note"].startswith("a and b have one run")
+    assert "note" not in run_compare(results, *SYSTEMS, *PAIRS)["pairs"][0]
+
+
+@pytest.mark.parametrize("replicates, message", [
+    ("1", "--bootstrap 1: a 95% percentile interval needs at least 100 replicates"),
+    ("99", "needs at least 100"),
+])
+def test_refuses_too_few_replicates(results, tmp_path, replicates, message, capsys):
+    with pytest.raises(SystemExit):
+        compare.main(["--results", str(results), "--lang", LANG, "--bootstrap", replicates, "--json",
+                      str(tmp_path / "c.json"), *SYSTEMS, *PAIRS])
+    assert message in capsys.readouterr().err and not (tmp_path / "c.json").exists()
+
+
+def test_refuses_a_bootstrap_that_cannot_fit_in_memory_up_front(results, tmp_path):
+    message = refusal(results, "--bootstrap", "100000000", *SYSTEMS, *PAIRS)
+    assert "--bootstrap 100000000 over 300 sentences needs 224 GiB" in message
+
+
+def test_does_not_overwrite_the_default_comparison_unasked(results, tmp_path):
+    write(tmp_path / f"ref.{LANG}", reference())
+    for run in ("same1", "other1"):
+        (tmp_path / f"{run}.hyp.{LANG}").write_bytes((results / f"{run}.hyp.{LANG}").read_bytes())
+    argv = ["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100", "--system", "a=same1",
+            "--system", "b=other1", "--pair", "a:b"]
+    compare.main(argv)  # no comparison.json yet: the default is written
+    first = (tmp_path / "comparison.json").read_text()
+    with pytest.raises(SystemExit) as raised:
+        compare.main([*argv, "--seed", "7"])
+    assert "comparison.json exists (a published comparison?): name the output with --json FILE" in raised.value.code
+    assert (tmp_path / "comparison.json").read_text() == first
+    compare.main([*argv, "--seed", "7", "--json", str(tmp_path / "comparison.json")])  # named: replaced
+    assert json.loads((tmp_path / "comparison.json").read_text())["seed"] == 7
+
+
+def test_refuses_to_write_over_an_input(results, tmp_path):
+    write(tmp_path / f"ref.{LANG}", reference())
+    for run in ("same1", "other1"):
+        (tmp_path / f"{run}.hyp.{LANG}").write_bytes((results / f"{run}.hyp.{LANG}").read_bytes())
+    before = (tmp_path / f"ref.{LANG}").read_bytes()
+    for flag, name in (("--json", f"ref.{LANG}"), ("--json", f"other1.hyp.{LANG}")):
+        with pytest.raises(SystemExit) as raised:
+            compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100", flag, str(tmp_path / name),
+                          "--system", "a=same1", "--system", "b=other1", "--pair", "a:b"])
+        assert "is an input" in raised.value.code
+    assert (tmp_path / f"ref.{LANG}").read_bytes() == before
+    with pytest.raises(SystemExit) as raised:
+        compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100", "--json", str(tmp_path / "c.png"),
+                      "--plot", str(tmp_path / "c.png"), "--system", "a=same1", "--system", "b=other1", "--pair", "a:b"])
+    assert "--plot and --json name one file" in raised.value.code
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"fine\n\xff\xfe bad\n", "line 2: bytes that are not UTF-8"),
+    (b"one\rtwo\n", "line 1 holds a carriage return inside the line"),
+])
+def test_refuses_bytes_that_would_miscount_lines(results, tmp_path, content, message):
+    refs = reference()
+    write(tmp_path / f"ref.{LANG}", refs)
+    (tmp_path / f"same1.hyp.{LANG}").write_bytes((results / f"same1.hyp.{LANG}").read_bytes())
+    bad = (results / f"other1.hyp.{LANG}").read_bytes().split(b"\n")
+    bad[4] = content.rstrip(b"\n")
+    (tmp_path / f"other1.hyp.{LANG}").write_bytes(b"\n".join(bad))
+    got = refusal(tmp_path, "--system", "a=same1", "--system", "b=other1", "--pair", "a:b")
+    assert f"other1.hyp.{LANG} line {4 + int(message.split()[1].rstrip(':'))}" in got
+    assert message.split(" ", 2)[2] in got
+
+
+def test_windows_line_ends_are_read_as_line_ends(results, tmp_path):
+    refs = reference()
+    (tmp_path / f"ref.{LANG}").write_bytes("".join(line + "\r\n" for line in refs).encode())
+    (tmp_path / f"same1.hyp.{LANG}").write_bytes((results / f"same1.hyp.{LANG}").read_bytes())
+    (tmp_path / f"other1.hyp.{LANG}").write_bytes((results / f"other1.hyp.{LANG}").read_bytes())
+    crlf = run_compare(tmp_path, "--system", "a=same1", "--system", "b=other1", "--pair", "a:b")
+    plain = run_compare(results, "--system", "a=same1", "--system", "b=other1", "--pair", "a:b")
+    assert crlf["systems"] == plain["systems"]
+
+
+# (h): by source length, and the picture
+
+
+def source_words(count: int) -> list[str]:
+    """A source side whose sentence i has 1 + i % 40 words."""
+    return [" ".join(["w"] * (1 + i % 40)) for i in range(count)]
+
+
+def test_by_length_groups_the_sentences_and_leaves_the_rest_unchanged(results, tmp_path):
+    write(tmp_path / "source.txt", source_words(SENTENCES))
+    plain = run_compare(results, *SYSTEMS, *PAIRS)
+    grouped = run_compare(results, *SYSTEMS, *PAIRS, "--by-length", "10,20,30", "--source", str(tmp_path / "source.txt"))
+    assert grouped["pairs"] == plain["pairs"] and grouped["systems"] == plain["systems"]
+    groups = grouped["by_length"]["groups"]
+    assert [group["sentences"] for group in groups] == ["<= 10", "11-20", "21-30", "> 30"]
+    assert [group["count"] for group in groups] == [80, 80, 70, 70]  # lengths 1-20 eight times, 21-40 seven
+    assert grouped["by_length"]["bounds"] == [10, 20, 30]
+    # each group's difference is the difference of the system means on its sentences alone
+    refs = reference()
+    indices = [i for i in range(SENTENCES) if 11 <= 1 + i % 40 <= 20]
+    from sacrebleu.metrics import BLEU
+
+    def mean_bleu(runs):
+        scores = []
+        for run in runs:
+            hyps = compare.read_lines(str(results / f"{run}.hyp.{LANG}"))
+            scores.append(BLEU().corpus_score([hyps[i] for i in indices], [[refs[i] for i in indices]]).score)
+        return np.mean(scores)
+
+    figure = groups[1]["pairs"][1]["BLEU"]  # good - same, sentences of 11-20 words
+    assert figure["difference"] == pytest.approx(mean_bleu(["good1", "good2"]) - mean_bleu(["same1", "same2", "same3"]))
+    low, high = figure["interval"]
+    assert 0 < low < figure["difference"] < high
+    same = groups[1]["pairs"][0]["BLEU"]
+    assert same["interval"][0] < 0 < same["interval"][1]
+
+
+def test_by_length_reports_an_empty_group(results, tmp_path, capsys):
+    write(tmp_path / "source.txt", source_words(SENTENCES))
+    report = run_compare(results, *SYSTEMS, *PAIRS, "--by-length", "40,50", "--source", str(tmp_path / "source.txt"))
+    assert [group["count"] for group in report["by_length"]["groups"]] == [300, 0, 0]
+    assert report["by_length"]["groups"][1]["pairs"] == []
+    assert "no sentences" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--by-length", "10"], "--by-length needs --source"),
+    (["--source", "x.txt"], "--source is read for --by-length only"),
+    (["--plot", "x.jpg"], "--plot x.jpg: name a .png, .pdf, .svg file"),
+])
+def test_by_length_and_plot_options_refused_in_one_line(results, argv, message, capsys):
+    with pytest.raises(SystemExit):
+        run_compare(results, *SYSTEMS, *PAIRS, *argv)
+    assert message in capsys.readouterr().err
+
+
+def test_by_length_refuses_a_source_of_another_length_or_the_reference(results, tmp_path):
+    write(tmp_path / "short.txt", source_words(SENTENCES - 1))
+    message = refusal(results, *SYSTEMS, *PAIRS, "--by-length", "10", "--source", str(tmp_path / "short.txt"))
+    assert f"short.txt has {SENTENCES - 1} lines but the reference has {SENTENCES}" in message
+    message = refusal(results, *SYSTEMS, *PAIRS, "--by-length", "10", "--source", str(results / f"ref.{LANG}"))
+    assert "is the reference: give the test set's source side" in message
+    lines = source_words(SENTENCES)
+    lines[6] = ""
+    write(tmp_path / "holes.txt", lines)
+    message = refusal(results, *SYSTEMS, *PAIRS, "--by-length", "10", "--source", str(tmp_path / "holes.txt"))
+    assert "holes.txt line 7 is empty" in message
+
+
+def test_plot_draws_the_runs_and_the_intervals(results, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "comparison.png"
+    run_compare(results, *SYSTEMS, *PAIRS, "--plot", str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image
+
+    image = matplotlib.image.imread(str(path))
+    assert image.shape[1] > image.shape[0] > 200
+    # red is drawn for the one pair shown (good - same), gray for the other
+    red = (image[..., 0] > 0.7) & (image[..., 1] < 0.3) & (image[..., 2] < 0.3)
+    assert red.sum() > 20
 
 
 # (f): the p-value and Holm's correction
@@ -247,11 +441,11 @@ def test_console_script(results, tmp_path):
     shown = subprocess.run([script, "--help"], capture_output=True, text=True, check=True).stdout
     assert "--system NAME=RUN[,RUN...]" in shown and "example" in shown
     path = tmp_path / "comparison.json"
-    done = subprocess.run([script, "--results", str(results), "--lang", LANG, "--bootstrap", "50", "--json", str(path),
+    done = subprocess.run([script, "--results", str(results), "--lang", LANG, "--bootstrap", "100", "--json", str(path),
                            *SYSTEMS, *PAIRS], capture_output=True, text=True, check=True)
     assert "| same - other |" in done.stdout and "| good - same |" in done.stdout
     written = json.loads(path.read_text())
-    assert written["command"].startswith("tree-fairseq-compare --results") and written["bootstrap"] == 50
+    assert written["command"].startswith("tree-fairseq-compare --results") and written["bootstrap"] == 100
     assert set(written["systems"]) == {"same", "other", "good"}
     refused = subprocess.run([script, "--results", str(results), "--lang", LANG, "--system", "a=same1",
                               "--pair", "a:b"], capture_output=True, text=True)

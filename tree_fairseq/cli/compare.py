@@ -17,8 +17,23 @@ one line per test sentence, as ``scripts/publish_results.py`` writes them) and r
   sacreBLEU seeds it: SACREBLEU_SEED, default 12345). Runs are not matched by seed number across
   systems: seed 2 of one architecture has nothing to do with seed 2 of another.
 
+- with ``--by-length 10,20,30 --source SRC``, each pair again on the test sentences grouped by the
+  length of their source line in words (up to 10, 11-20, 21-30, over 30), each group's difference of
+  the system means with the same bootstrap within the group (its own generator, so the other figures
+  do not move), uncorrected: where a difference lies, not further tests;
+- with ``--plot FILE``, a picture: each system's runs as points with their mean, and each pair's
+  BLEU interval (red where the difference is shown after Holm).
+
 It prints Markdown tables and writes every number, the command line, sacreBLEU's version and
-signatures, the number of replicates and the seed as JSON. With two runs a system's run-to-run
+signatures, the number of replicates and the seed as JSON. A pair with a system of one run carries a
+``note`` (and a warning is printed): such a system has no run-to-run spread to resample.
+
+Refused, each in one line before anything is written: a system or run named twice, a pair given
+twice or reversed (Holm would count it twice), the same output under two run names (a copy or a
+link would count as two seeds), text that is not UTF-8 or holds a carriage return inside a line,
+fewer than 100 replicates (no 95% percentile interval) or more than fit in memory, an output that
+is an input, and an existing ``RESULTS/comparison.json`` (a published comparison) unless ``--json``
+names it. The JSON is written whole or not at all (a temporary file renamed onto it). With two runs a system's run-to-run
 spread is barely estimated (a bootstrap over k runs sees (k - 1) / k of their variance): the
 interval is then a floor on the uncertainty, not a measure of it; more seeds narrow it honestly.
 
@@ -74,7 +89,19 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=12345,
                         help="seed of the bootstrap over runs and sentences (default: 12345); sacreBLEU's own "
                         "paired bootstrap keeps its seed (SACREBLEU_SEED, default 12345)")
-    parser.add_argument("--json", metavar="FILE", help="where to write the results (default: DIR/comparison.json)")
+    parser.add_argument("--json", metavar="FILE",
+                        help="where to write the results (default: DIR/comparison.json, written only when it does not "
+                        "exist yet: an existing file is replaced only when named here)")
+    parser.add_argument("--by-length", metavar="N[,N...]",
+                        help="also compare each pair on the test sentences grouped by source length in words: upper "
+                        "bounds of the groups, ascending (10,20,30: up to 10, 11-20, 21-30, over 30 words); "
+                        "needs --source")
+    parser.add_argument("--source", metavar="FILE",
+                        help="the test set's source side, one line per test sentence (its words, split at "
+                        "whitespace, are the sentence's length for --by-length)")
+    parser.add_argument("--plot", metavar="FILE",
+                        help="draw each system's runs with their mean and each pair's interval (BLEU) to FILE "
+                        "(.png, .pdf or .svg; needs matplotlib, the analysis extra)")
     return parser
 
 
@@ -115,12 +142,34 @@ def check_design(systems: list[tuple[str, list[str]]], pairs: list[tuple[str, st
                                  f"(define it with --system {name}=RUN,...)")
         if a == b:
             raise ValueError(f"--pair {a}:{b} compares a system with itself: name two systems")
+    for index, (a, b) in enumerate(pairs):
+        for c, d in pairs[:index]:
+            if {a, b} == {c, d}:
+                same = "is given twice" if (a, b) == (c, d) else f"is {c}:{d} reversed"
+                raise ValueError(f"--pair {a}:{b} {same}: Holm would correct over a pair counted twice; "
+                                 "give each pair once")
 
 
 def read_lines(path: str) -> list[str]:
-    """The lines of a file, trailing whitespace stripped as sacreBLEU's command line strips it."""
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip() for line in f]
+    """The lines of a file (split at newlines only), trailing whitespace stripped as sacreBLEU's
+    command line strips it. Bytes that are not UTF-8 and a carriage return inside a line (which
+    would split it in two where ``wc -l`` counts one) are refused, naming the line."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"{path} line {line}: bytes that are not UTF-8 ({data[error.start:error.end]!r}): "
+                         "publish UTF-8 text") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, 1):
+        if "\r" in line.rstrip("\r"):
+            raise ValueError(f"{path} line {number} holds a carriage return inside the line: one test sentence "
+                             "per line, ended by a newline")
+    return [line.rstrip() for line in lines]
 
 
 def check_detokenised(path: str, lines: list[str]) -> None:
@@ -155,6 +204,10 @@ def load_outputs(results: str, lang: str, runs: list[str]) -> tuple[list[str], d
             raise ValueError(f"{path} has {len(lines)} lines but {ref_path} has {len(refs)}: every run must "
                              "translate every test sentence of that reference, one line each")
         check_detokenised(path, lines)
+        for other, other_lines in hyps.items():
+            if other_lines == lines:
+                raise ValueError(f"{path} is the same output as {other}.hyp.{lang} (every line equal): two training "
+                                 "runs never translate a test set identically, so one output would count as two runs")
         hyps[run] = lines
     return refs, hyps
 
@@ -250,8 +303,11 @@ def score_runs(refs: list[str], hyps: dict[str, list[str]]) -> tuple[dict, dict,
 
 
 def compare(refs: list[str], hyps: dict[str, list[str]], systems: dict[str, list[str]],
-            pairs: list[tuple[str, str]], replicates: int, seed: int) -> dict:
-    """Every figure of the comparison (see the module's docstring), deterministic given ``seed``.
+            pairs: list[tuple[str, str]], replicates: int, seed: int,
+            groups: list[tuple[str, np.ndarray]] | None = None) -> dict:
+    """Every figure of the comparison (see the module's docstring), deterministic given ``seed``;
+    with ``groups`` (:func:`length_groups`), each pair on each group of sentences too
+    (:func:`compare_by_length`, under ``"groups"``).
 
     One bootstrap serves every pair and metric: its generator draws the replicates' sentence
     counts first, then each system's run draws in the order of ``systems``, so a replicate is one
@@ -283,16 +339,82 @@ def compare(refs: list[str], hyps: dict[str, list[str]], systems: dict[str, list
                 result["run_pairs"].append({"a_run": run_a, "b_run": run_b, "a_bleu": run_scores[run_a]["BLEU"],
                                             "b_bleu": run_scores[run_b]["BLEU"], "p": p})
         result["paired_bootstrap_signature"] = signature
+        single = [name for name in (a, b) if len(systems[name]) == 1]
+        if single:
+            result["note"] = (f"{' and '.join(single)} {'has' if len(single) == 1 else 'have'} one run: no run-to-run "
+                              "spread is resampled for it, so the interval and p reflect the test sentences "
+                              "(and the other system's runs) only")
         results.append(result)
     for name in METRICS:
         for result, adjusted in zip(results, holm([result[name]["p"] for result in results])):
             result[name]["holm_p"] = adjusted
-    return {"sentences": len(refs), "bootstrap": replicates, "seed": seed,
+    by_group = {} if groups is None else {
+        "groups": compare_by_length(statistics, metrics, systems, pairs, groups, replicates, seed)}
+    return {"sentences": len(refs), "bootstrap": replicates, "seed": seed, **by_group,
             "sacrebleu_version": sacrebleu.__version__,
             "signatures": {name: metric.get_signature().format() for name, metric in metrics.items()},
             "p_value": "two-sided bootstrap p of no difference: min(1, 2 (1 + c) / (N + 1)), c = replicates "
                        "whose difference is 0 or of the sign opposite to the observed difference",
             "systems": summary, "pairs": results}
+
+
+def parse_bounds(text: str) -> list[int]:
+    """``--by-length 10,20,30`` as [10, 20, 30]: positive whole numbers of words, ascending."""
+    try:
+        bounds = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--by-length {text!r} is not whole numbers separated by commas (e.g. 10,20,30)") from None
+    if any(bound < 1 for bound in bounds) or any(b <= a for a, b in zip(bounds, bounds[1:])):
+        raise ValueError(f"--by-length {text!r}: the upper bounds must be positive and strictly ascending "
+                         "(e.g. 10,20,30)")
+    return bounds
+
+
+def length_groups(lengths: list[int], bounds: list[int]) -> list[tuple[str, np.ndarray]]:
+    """The test sentences grouped by length: (label, sentence indices) per group, the last group
+    the sentences longer than the last bound."""
+    lengths = np.asarray(lengths)
+    groups, low = [], 0
+    for bound in bounds:
+        label = f"{low + 1}-{bound}" if low else f"<= {bound}"
+        groups.append((label, np.flatnonzero((lengths > low) & (lengths <= bound))))
+        low = bound
+    groups.append((f"> {low}", np.flatnonzero(lengths > low)))
+    return groups
+
+
+def compare_by_length(statistics: dict, metrics: dict, systems: dict[str, list[str]], pairs: list[tuple[str, str]],
+                      groups: list[tuple[str, np.ndarray]], replicates: int, seed: int) -> list[dict]:
+    """Each pair's difference of system means on each group of sentences, with the 95% interval
+    and p of the same bootstrap over runs and sentences, the sentences resampled within the group
+    (uncorrected: the groups describe where a difference lies; they are not further tests of the
+    rule). Its own generator (``seed`` + 1), so the comparison's other figures do not move."""
+    rng = np.random.default_rng(seed + 1)
+    draws = {name: resample_runs(rng, len(runs), replicates) for name, runs in systems.items()}
+    figures = []
+    for label, indices in groups:
+        group = {"sentences": label, "count": int(len(indices)), "pairs": []}
+        figures.append(group)
+        if not len(indices):
+            continue
+        counts = resample_sentences(rng, len(indices), replicates)
+        runs = sorted({run for name in systems for run in systems[name]})
+        observed_scores = {name: {run: metrics[name]._compute_score_from_stats(
+            statistics[name][run][indices].sum(axis=0)).score for run in runs} for name in METRICS}
+        resampled = {name: {run: resampled_scores(metrics[name], statistics[name][run][indices], counts)
+                            for run in runs} for name in METRICS}
+        for a, b in pairs:
+            entry = {"a": a, "b": b}
+            for name in METRICS:
+                observed = float(np.mean([observed_scores[name][run] for run in systems[a]])
+                                 - np.mean([observed_scores[name][run] for run in systems[b]]))
+                differences = bootstrap_differences(
+                    np.stack([resampled[name][run] for run in systems[a]]), draws[a],
+                    np.stack([resampled[name][run] for run in systems[b]]), draws[b])
+                entry[name] = {"difference": observed, "interval": percentile_interval(differences),
+                               "p": bootstrap_p_value(differences, observed)}
+            group["pairs"].append(entry)
+    return figures
 
 
 def _mean_sd(figure: dict, digits: int) -> str:
@@ -331,7 +453,70 @@ def markdown(report: dict) -> str:
         listed = "; ".join(f"{run_pair['a_run']} - {run_pair['b_run']}: {run_pair['p']:.4f}"
                            for run_pair in pair["run_pairs"])
         lines.append(f"| {pair['a']} - {pair['b']} | {len(ps)} | {min(ps):.4f}-{max(ps):.4f} | {listed} |")
+    notes = [f"{pair['a']} - {pair['b']}: {pair['note']}" for pair in report["pairs"] if "note" in pair]
+    if notes:
+        lines += ["", "Note:", *(f"- {note}" for note in notes)]
+    if "by_length" in report:
+        for metric in METRICS:
+            lines += ["", f"{metric} by source length ({report['by_length']['source']}, words): A - B of the system "
+                      "means on each group's sentences, 95% interval and p of the same bootstrap within the group "
+                      "(uncorrected).", "",
+                      "| A - B | " + " | ".join(f"{group['sentences']} ({group['count']})"
+                                                for group in report["by_length"]["groups"]) + " |",
+                      "|---|" + "--:|" * len(report["by_length"]["groups"])]
+            for index, pair in enumerate(report["pairs"]):
+                cells = []
+                for group in report["by_length"]["groups"]:
+                    if not group["pairs"]:
+                        cells.append("no sentences")
+                        continue
+                    figure = group["pairs"][index][metric]
+                    cells.append(f"{figure['difference']:+.2f} [{figure['interval'][0]:+.2f}, "
+                                 f"{figure['interval'][1]:+.2f}], {figure['p']:.4f}")
+                lines.append(f"| {pair['a']} - {pair['b']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+def plot(report: dict, path: str) -> None:
+    """Two panels, BLEU: each system's runs as points with their mean (a bar), and each pair's
+    difference of means with its 95% interval, 0 marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems, pairs = report["systems"], report["pairs"]
+    height = max(2.5, 0.45 * max(len(systems), len(pairs)) + 1.2)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, height), gridspec_kw={"width_ratios": [1, 1.2]})
+    names = list(systems)
+    for row, name in enumerate(names):
+        runs = [scores["BLEU"] for scores in systems[name]["runs"].values()]
+        left.scatter(runs, [row] * len(runs), color="tab:blue", alpha=0.7, s=22, zorder=3)
+        mean = systems[name]["BLEU"]["mean"]
+        left.plot([mean, mean], [row - 0.3, row + 0.3], color="black", linewidth=2, zorder=4)
+    left.set_yticks(range(len(names)), [f"{name} ({len(systems[name]['runs'])})" for name in names])
+    left.invert_yaxis()
+    left.set_xlabel("BLEU (points: runs; bar: mean)")
+    left.grid(axis="x", alpha=0.3)
+    labels = [f"{pair['a']} - {pair['b']}" for pair in pairs]
+    for row, pair in enumerate(pairs):
+        figure_ = pair["BLEU"]
+        low, high = figure_["interval"]
+        shown = (low > 0 or high < 0) and figure_["holm_p"] < 0.05
+        colour = "tab:red" if shown else "tab:gray"
+        right.plot([low, high], [row, row], color=colour, linewidth=2)
+        right.scatter([figure_["difference"]], [row], color=colour, s=30, zorder=3)
+    right.axvline(0, color="black", linewidth=0.8)
+    right.set_yticks(range(len(labels)), labels)
+    right.invert_yaxis()
+    right.yaxis.tick_right()
+    right.set_xlabel("BLEU difference of means, 95% interval (red: shown after Holm)")
+    right.grid(axis="x", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -339,24 +524,110 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     parser = get_parser()
     args = parser.parse_args(argv)
-    if args.bootstrap < 1:
-        parser.error("--bootstrap must be at least 1")
+    if args.bootstrap < MIN_REPLICATES:
+        parser.error(f"--bootstrap {args.bootstrap}: a 95% percentile interval needs at least {MIN_REPLICATES} "
+                     "replicates (1000 is the default)")
+    if args.by_length is None and args.source is not None:
+        parser.error("--source is read for --by-length only: give both, or neither")
+    if args.by_length is not None and args.source is None:
+        parser.error("--by-length needs --source, the test set's source side (the lengths are its words)")
+    if args.plot is not None:
+        if not args.plot.lower().endswith(PLOT_FORMATS):
+            parser.error(f"--plot {args.plot}: name a {', '.join(PLOT_FORMATS)} file")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            parser.error("--plot needs matplotlib: pip install 'tree_fairseq[analysis]' (or matplotlib)")
     try:
+        bounds = parse_bounds(args.by_length) if args.by_length is not None else None
         systems = [parse_system(text) for text in args.system]
         pairs = [parse_pair(text) for text in args.pair]
         check_design(systems, pairs)
         systems = dict(systems)
-        refs, hyps = load_outputs(args.results, args.lang, [run for runs in systems.values() for run in runs])
-        report = compare(refs, hyps, systems, pairs, args.bootstrap, args.seed)
+        runs = [run for runs in systems.values() for run in runs]
         path = args.json or os.path.join(args.results, "comparison.json")
+        check_outputs_paths(args, path, runs)
+        refs, hyps = load_outputs(args.results, args.lang, runs)
+        check_memory(args.bootstrap, len(refs))
+        lengths = source_lengths(args.source, len(refs)) if bounds is not None else None
+        groups = length_groups(lengths, bounds) if bounds is not None else None
+        report = compare(refs, hyps, systems, pairs, args.bootstrap, args.seed, groups)
+        if bounds is not None:
+            report["by_length"] = {"source": args.source, "bounds": bounds, "groups": report.pop("groups")}
         report = {"command": shlex.join(["tree-fairseq-compare", *argv]),
                   "reference": os.path.join(args.results, f"ref.{args.lang}"), **report}
-        with open(path, "w", encoding="utf-8") as out:
-            json.dump(report, out, indent=1)
-            out.write("\n")
+        write_json(report, path)
+        if args.plot is not None:
+            plot(report, args.plot)
     except (OSError, ValueError) as error:
         sys.exit(f"tree-fairseq-compare: error: {error}")
+    for pair in report["pairs"]:
+        if "note" in pair:
+            print(f"tree-fairseq-compare: warning: {pair['a']} - {pair['b']}: {pair['note']}", file=sys.stderr)
     print(markdown(report))
+
+
+MIN_REPLICATES = 100
+MAX_BOOTSTRAP_BYTES = 4 * 2**30  # the (replicates, sentences) counts of one resample
+
+
+def check_memory(replicates: int, sentences: int) -> None:
+    """Refuse a bootstrap whose resampled sentence counts alone would not fit in memory."""
+    needed = replicates * sentences * 8
+    if needed > MAX_BOOTSTRAP_BYTES:
+        raise ValueError(f"--bootstrap {replicates} over {sentences} sentences needs {needed / 2**30:.0f} GiB for the "
+                         f"resampled counts alone (at most {MAX_BOOTSTRAP_BYTES // 2**30} GiB): give fewer replicates")
+
+
+def check_outputs_paths(args, json_path: str, runs: list[str]) -> None:
+    """Refuse to write over the published comparison unasked, over an input, or twice to one file."""
+    if args.json is None and os.path.exists(json_path):
+        raise ValueError(f"{json_path} exists (a published comparison?): name the output with --json FILE "
+                         "(naming that file replaces it)")
+    inputs = [os.path.join(args.results, f"ref.{args.lang}"),
+              *(os.path.join(args.results, f"{run}.hyp.{args.lang}") for run in runs),
+              *([args.source] if args.source else [])]
+    outputs = [("--json", json_path)] + ([("--plot", args.plot)] if args.plot else [])
+    for flag, output in outputs:
+        for given in inputs:
+            if os.path.exists(given) and os.path.exists(output) and os.path.samefile(given, output):
+                raise ValueError(f"{flag} {output} is an input ({given}): name another file")
+    if args.plot and os.path.abspath(args.plot) == os.path.abspath(json_path):
+        raise ValueError(f"--plot and --json name one file, {json_path}: name two")
+    if args.source:
+        reference = os.path.join(args.results, f"ref.{args.lang}")
+        if os.path.exists(reference) and os.path.exists(args.source) and os.path.samefile(reference, args.source):
+            raise ValueError(f"--source {args.source} is the reference: give the test set's source side")
+
+
+def source_lengths(path: str, sentences: int) -> list[int]:
+    """The words of each line of the test set's source side, one line per test sentence."""
+    if not os.path.isfile(path):
+        raise ValueError(f"--source {path}: no such file")
+    lines = read_lines(path)
+    if len(lines) != sentences:
+        raise ValueError(f"--source {path} has {len(lines)} lines but the reference has {sentences}: give the source "
+                         "side of the same test set, one line per sentence")
+    empty = [number for number, line in enumerate(lines, 1) if not line.split()]
+    if empty:
+        raise ValueError(f"--source {path} line {empty[0]} is empty ({len(empty)} empty line(s)): every test sentence "
+                         "has words")
+    return [len(line.split()) for line in lines]
+
+
+def write_json(report: dict, path: str) -> None:
+    """The report as JSON, written to a temporary file beside ``path`` and renamed onto it, so that
+    an interrupted run leaves the earlier file or none, never half of one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.partial")
+    try:
+        with open(temporary, "w", encoding="utf-8") as out:
+            json.dump(report, out, indent=1)
+            out.write("\n")
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
 
 
 if __name__ == "__main__":
