@@ -481,39 +481,38 @@ PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
 def plot(report: dict, path: str) -> None:
-    """Two panels, BLEU: each system's runs as points with their mean (a bar), and each pair's
-    difference of means with its 95% interval, 0 marked."""
+    """Two panels, BLEU, one above the other: each system's runs as points with their mean (a bar),
+    and each pair's difference of means with its 95% interval, 0 marked."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     systems, pairs = report["systems"], report["pairs"]
-    height = max(2.5, 0.45 * max(len(systems), len(pairs)) + 1.2)
-    figure, (left, right) = plt.subplots(1, 2, figsize=(12, height), gridspec_kw={"width_ratios": [1, 1.2]})
     names = list(systems)
+    figure, (top, bottom) = plt.subplots(
+        2, 1, figsize=(12, 1.6 + 0.42 * (len(names) + len(pairs))),
+        gridspec_kw={"height_ratios": [max(1, len(names)), max(1, len(pairs))]})
     for row, name in enumerate(names):
         runs = [scores["BLEU"] for scores in systems[name]["runs"].values()]
-        left.scatter(runs, [row] * len(runs), color="tab:blue", alpha=0.7, s=22, zorder=3)
+        top.scatter(runs, [row] * len(runs), color="tab:blue", alpha=0.7, s=22, zorder=3)
         mean = systems[name]["BLEU"]["mean"]
-        left.plot([mean, mean], [row - 0.3, row + 0.3], color="black", linewidth=2, zorder=4)
-    left.set_yticks(range(len(names)), [f"{name} ({len(systems[name]['runs'])})" for name in names])
-    left.invert_yaxis()
-    left.set_xlabel("BLEU (points: runs; bar: mean)")
-    left.grid(axis="x", alpha=0.3)
-    labels = [f"{pair['a']} - {pair['b']}" for pair in pairs]
+        top.plot([mean, mean], [row - 0.3, row + 0.3], color="black", linewidth=2, zorder=4)
+    top.set_yticks(range(len(names)), [f"{name} ({len(systems[name]['runs'])})" for name in names])
+    top.set_ylim(len(names) - 0.5, -0.5)
+    top.set_title("BLEU: each run (points), the mean (bar); runs in brackets", fontsize=10, loc="right")
+    top.grid(axis="x", alpha=0.3)
     for row, pair in enumerate(pairs):
-        figure_ = pair["BLEU"]
-        low, high = figure_["interval"]
-        shown = (low > 0 or high < 0) and figure_["holm_p"] < 0.05
-        colour = "tab:red" if shown else "tab:gray"
-        right.plot([low, high], [row, row], color=colour, linewidth=2)
-        right.scatter([figure_["difference"]], [row], color=colour, s=30, zorder=3)
-    right.axvline(0, color="black", linewidth=0.8)
-    right.set_yticks(range(len(labels)), labels)
-    right.invert_yaxis()
-    right.yaxis.tick_right()
-    right.set_xlabel("BLEU difference of means, 95% interval (red: shown after Holm)")
-    right.grid(axis="x", alpha=0.3)
+        bleu = pair["BLEU"]
+        low, high = bleu["interval"]
+        colour = "tab:red" if (low > 0 or high < 0) and bleu["holm_p"] < 0.05 else "tab:gray"
+        bottom.plot([low, high], [row, row], color=colour, linewidth=2)
+        bottom.scatter([bleu["difference"]], [row], color=colour, s=30, zorder=3)
+    bottom.axvline(0, color="black", linewidth=0.8)
+    bottom.set_yticks(range(len(pairs)), [f"{pair['a']} - {pair['b']}" for pair in pairs])
+    bottom.set_ylim(len(pairs) - 0.5, -0.5)
+    bottom.set_title(f"BLEU: A - B, 95% interval over runs and sentences (red: shown, Holm over {len(pairs)})",
+                     fontsize=10, loc="right")
+    bottom.grid(axis="x", alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
