@@ -170,6 +170,27 @@ def test_another_parser_or_heads_than_recorded_is_refused_unless_overridden(data
     assert "--inference-parser-override" in caplog.text and refused in caplog.text
 
 
+def test_heads_from_another_run_are_unknown_and_raw_text_must_say_its_heads(corpus, tmp_path, capsys):
+    """Trees from one parse and heads from another (here the next-word control written over the
+    random heads, as a second run with the same --heads would): the data-bin records the heads as
+    unknown with a warning, and raw text is refused until --inference-heads says how to make its
+    heads, instead of taking the parser's, which would not be the training data's."""
+    other = _copy_corpus(corpus, tmp_path / "corpus")
+    for split, _, _ in SPLITS:
+        parse_cli.main(["--input", str(other / f"{split}.tok.de"), "--output", str(tmp_path / f"{split}.other.tree"),
+                        "--heads", str(other / f"{split}.heads.de"), "--parser", "balanced",
+                        "--heads-control", "next"])
+    capsys.readouterr()
+    databin = preprocess(other, tmp_path / "bin")  # it logs to stdout
+    logged = capsys.readouterr().out
+    assert "WARNING" in logged and "train.heads.de is not the one the parse of" in logged
+    assert json.loads((databin / "parser.de.json").read_text())["parser"]["heads"] == "unknown"
+    with pytest.raises(ValueError, match="the training data's heads are unknown.*--inference-heads"):
+        _raw_text_dataset(_task(databin))
+    dataset = _raw_text_dataset(_task(databin, "--inference-heads", "next"))
+    assert len(dataset) == 4 and "heads are made as --inference-heads next says" in capsys.readouterr().out
+
+
 def test_naming_the_recorded_parser_is_no_difference(databin):
     dataset = _raw_text_dataset(_task(databin, "--inference-parser", "balanced", "--inference-heads", "random",
                                       "--inference-heads-seed", "3"))

@@ -273,7 +273,7 @@ def test_heads_lines():
     assert read_heads("2 0 2 3\n") == (1, -1, 1, 2)
     assert format_heads((1, -1, 1, 2)) == "2 0 2 3"
     for bad, message in (("2 x", "not a whole number"), ("3 0", "not another word"), ("1 0", "not another word"),
-                         ("", "empty")):
+                         ("", "empty"), ("2 1", r"cycle \(words 1, 2\)"), ("0 3 4 2", r"cycle \(words 2, 3, 4\)")):
         with pytest.raises(TreeError, match=message):
             read_heads(bad)
 
@@ -395,6 +395,13 @@ def test_heads_must_be_given_for_every_split_or_none(parent_corpus, tmp_path):
     lines = (parent_corpus / "valid.heads.de").read_text().splitlines()
     (corpus / "valid.heads.de").write_text("\n".join(lines[:3] + [lines[3] + " 1"] + lines[4:]) + "\n")
     with pytest.raises(SystemExit, match=r"valid.heads.de:4: .*heads for the"):
+        preprocess(corpus, tmp_path / "bin")
+    assert not (tmp_path / "bin").exists()
+    # heads with a cycle and no root, as a converter of one's own may write them
+    words = len(lines[2].split())
+    cycle = " ".join(str(word % words + 1) for word in range(1, words + 1))  # word w's head is w + 1, the last's 1
+    (corpus / "valid.heads.de").write_text("\n".join(lines[:2] + [cycle] + lines[3:]) + "\n")
+    with pytest.raises(SystemExit, match=r"valid.heads.de:3: the heads form a cycle"):
         preprocess(corpus, tmp_path / "bin")
     assert not (tmp_path / "bin").exists()
 

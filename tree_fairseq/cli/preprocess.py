@@ -309,6 +309,10 @@ def _split_record(args, prefix, with_heads: bool):
                 record["heads"] = heads
             else:
                 record["heads"] = UNKNOWN
+                why = "is not the one" if heads else "was not written by"
+                logger.warning(f"{_heads_path(args, prefix)} {why} the parse of {tree_path} (its record {path}; "
+                               "edited, or from another run): the data-bin records its heads as unknown, and raw "
+                               "text then needs --inference-heads to say how its heads are made")
         return record
     return UNKNOWN
 

@@ -28,7 +28,7 @@ from fairseq.tasks import register_task
 
 from tree_fairseq.data.parent_dataset import INFERENCE_HEADS, InferenceParents, ParentTreePairDataset
 from tree_fairseq.data.tree_streams import load_parent_stream
-from tree_fairseq.parsing.record import describe
+from tree_fairseq.parsing.record import UNKNOWN, describe
 from tree_fairseq.tasks.tree_translation import BATCH_TOKENS, TreeTranslationConfig, TreeTranslationTask
 
 logger = logging.getLogger(__name__)
@@ -115,8 +115,17 @@ def inference_heads(cfg: DependencyTranslationConfig, record) -> tuple[str, int]
     """(heads, seed) of raw text: those given, else the recorded ones, else ``parser`` and 1.
     ValueError for given ones the record contradicts, unless --inference-parser-override."""
     recorded = record.get("heads") if isinstance(record, dict) else None
-    recorded = recorded if isinstance(recorded, dict) else {}  # none, or unknown
     given_heads = str(cfg.inference_heads) if cfg.inference_heads is not None else None
+    if recorded == UNKNOWN:
+        # The trees' parse is known but the heads file is not the one it wrote (another run's, or
+        # edited since): the parser's own heads may not be the training data's.
+        if given_heads is None:
+            raise ValueError("the training data's heads are unknown: its heads file is not the one its trees' parse "
+                             f"recorded ({describe(record)}). Say how raw text's heads are made with --inference-heads "
+                             "(parser, next, previous or random with --inference-heads-seed), as its heads were made")
+        logger.warning(f"the training data's heads are unknown: raw text's heads are made as --inference-heads "
+                       f"{given_heads} says")
+    recorded = recorded if isinstance(recorded, dict) else {}  # none, or unknown and given
     heads = given_heads or recorded.get("source") or "parser"
     seed = cfg.inference_heads_seed
     if seed is None:

@@ -43,11 +43,26 @@ def read_heads(line: str) -> tuple[int, ...]:
 
 
 def check_heads(heads: Sequence[int]) -> None:
-    """:class:`TreeError` unless every head is another word of the sentence or ``-1`` (a root)."""
+    """:class:`TreeError` unless every head is another word of the sentence or ``-1`` (a root), and
+    every word reaches a root by following its heads: heads that form a cycle (a converter's error,
+    say) are no dependency tree, whatever wrote them."""
     n = len(heads)
     for word, head in enumerate(heads):
         if not -1 <= head < n or head == word:
             raise TreeError(f"word {word + 1} has head {head + 1}: not another word of the {n} or the root (0)")
+    reaches_root = [False] * n
+    for start in range(n):
+        path, on_path, word = [], set(), start
+        while word >= 0 and not reaches_root[word]:
+            if word in on_path:
+                cycle = sorted(path[path.index(word):])
+                raise TreeError(f"the heads form a cycle (words {', '.join(str(w + 1) for w in cycle[:10])}): "
+                                "not a dependency tree")
+            path.append(word)
+            on_path.add(word)
+            word = heads[word]
+        for word in path:
+            reaches_root[word] = True
 
 
 def format_heads(heads: Sequence[int]) -> str:
