@@ -191,6 +191,24 @@ def test_heads_from_another_run_are_unknown_and_raw_text_must_say_its_heads(corp
     assert len(dataset) == 4 and "heads are made as --inference-heads next says" in capsys.readouterr().out
 
 
+def test_shards_whose_trees_other_parsers_made_are_refused(databin, tmp_path, caplog):
+    """fairseq-train A:B reads shard B in epoch 2: trees of another parser (here other heads) there
+    would train the model on two kinds while its checkpoints record A's alone."""
+    other = shutil.copytree(databin, tmp_path / "other")
+    record = json.loads((other / "parser.de.json").read_text())
+    record["parser"]["heads"]["seed"] = 4
+    (other / "parser.de.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=r"the shards' trees were made by different parsers: .*heads random seed 3.*"
+                                         r"heads random seed 4"):
+        _task(f"{databin}:{other}")
+    _task(f"{databin}:{shutil.copytree(databin, tmp_path / 'same')}")  # made alike: fine
+    unknown = shutil.copytree(databin, tmp_path / "unknown")
+    (unknown / "parser.de.json").unlink()
+    with caplog.at_level(logging.WARNING):
+        _task(f"{databin}:{unknown}")
+    assert "trees is unknown (no record): whether every shard's trees were made alike cannot be checked" in caplog.text
+
+
 def test_naming_the_recorded_parser_is_no_difference(databin):
     dataset = _raw_text_dataset(_task(databin, "--inference-parser", "balanced", "--inference-heads", "random",
                                       "--inference-heads-seed", "3"))

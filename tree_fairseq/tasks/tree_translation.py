@@ -21,8 +21,8 @@ from tree_fairseq.data import (
 )
 from tree_fairseq.data.inference import INFERENCE_PARSERS, InferenceTrees
 from tree_fairseq.parsing.record import (
-    UNKNOWN, databin_record_path, describe, describe_parser, identity_differences, parser_identity, read_record,
-    version_differences,
+    UNKNOWN, databin_record_path, describe, describe_parser, heads_identity, identity_differences, parser_identity,
+    read_record, version_differences,
 )
 from tree_fairseq.trees import SUBWORD_FORMATS, SUBWORD_LABELS, group_pieces
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
@@ -140,6 +140,7 @@ class TreeTranslationTask(TranslationTask):
         # What made the training data's trees: the data-bin's record, until a checkpoint's replaces it
         # (load_state_dict). state_dict() adds it to the task's state, which fairseq saves in every checkpoint.
         self.parser_record = _databin_parser_record(data_dirs[0], cfg.source_lang)
+        _check_shard_parsers(data_dirs, cfg.source_lang, self.parser_record)
         self._configure_inference()
         self._model_max_positions = []  # of each model built: fairseq-interactive's limits are the smallest
         self._interactive_lines = 0  # input lines fairseq-interactive has read so far
@@ -364,6 +365,23 @@ def _databin_parser_record(data_dir: str, lang: str):
     if not isinstance(record, dict):
         return UNKNOWN
     return record.get("parser", UNKNOWN)
+
+
+def _check_shard_parsers(data_dirs: list[str], lang: str, first) -> None:
+    """Shards of one training set (``DATA-BIN-A:DATA-BIN-B``, one per epoch) whose trees were made by
+    different parsers (or heads) are refused: the model would learn from two kinds of trees while
+    its checkpoints record the first shard's alone. A shard without a record is a warning."""
+    for shard in data_dirs[1:]:
+        record = _databin_parser_record(shard, lang)
+        if isinstance(first, dict) and isinstance(record, dict):
+            if (parser_identity(record), heads_identity(record)) != (parser_identity(first), heads_identity(first)):
+                raise ValueError(f"the shards' trees were made by different parsers: {data_dirs[0]} by "
+                                 f"{describe(first)}, {shard} by {describe(record)}; binarise every shard from "
+                                 "trees made alike")
+        elif isinstance(first, dict) or isinstance(record, dict):
+            unknown = shard if isinstance(first, dict) else data_dirs[0]
+            logger.warning(f"the parser of {unknown}'s trees is unknown (no record): whether every shard's trees "
+                           "were made alike cannot be checked")
 
 
 def inference_choice(cfg, record) -> dict:
