@@ -234,3 +234,28 @@ def test_the_published_comparison_is_the_one_written_before_the_last_runs():
     page = (ROOT / "docs" / "iwslt_lowres.md").read_text(encoding="utf-8")
     published = json.loads((ROOT / "docs" / "results" / "iwslt14-lowres-en-de" / "comparison.json").read_text())
     assert shlex.split(published["command"]) == written_final_comparison(page)
+
+
+BY_LENGTH = sorted(path.parent for path in (ROOT / "docs" / "results").glob("*/comparison-by-length.json"))
+
+
+@pytest.mark.parametrize("folder", BY_LENGTH, ids=[path.name for path in BY_LENGTH])
+def test_the_breakdown_by_length_is_the_comparisons_own_command_recomputed(folder, tmp_path):
+    """comparison-by-length.json is comparison.json's command with the breakdown's options added
+    (its overall figures the same), recomputed from the published files and the test set's source
+    side; its picture is beside it."""
+    published = json.loads((folder / "comparison-by-length.json").read_text())
+    overall = json.loads((folder / "comparison.json").read_text())
+    command = shlex.split(published["command"])
+    assert command[:len(shlex.split(overall["command"]))] == shlex.split(overall["command"])
+    added = command[len(shlex.split(overall["command"])):]
+    assert "--by-length" in added and "--source" in added and "--plot" in added
+    assert published["pairs"] == overall["pairs"] and published["systems"] == overall["systems"]
+    assert (ROOT / added[added.index("--plot") + 1]).read_bytes()[:4] == b"\x89PNG"
+    source = Path(added[added.index("--source") + 1])
+    shared_data(source.parent.name)
+    again_command = [*command[:command.index("--json")], *command[command.index("--json") + 2:]]
+    again_command = [*again_command[:again_command.index("--plot")], *again_command[again_command.index("--plot") + 2:]]
+    subprocess.run([str(Path(sys.executable).parent / again_command[0]), *again_command[1:],
+                    "--json", str(tmp_path / "c.json")], cwd=ROOT, check=True, capture_output=True, text=True)
+    assert json.loads((tmp_path / "c.json").read_text())["by_length"] == published["by_length"]
