@@ -133,6 +133,36 @@ def test_a_second_preprocess_run_on_the_same_destdir_is_refused(tmp_path):
     assert (tmp_path / "bin" / "dict.de.nodes.txt").exists() and not (tmp_path / "bin.lock").exists()
 
 
+def test_a_second_preprocess_run_on_the_same_destdir_under_another_name_is_refused(tmp_path):
+    """The lock is of the folder, not of its name: a link to it (or to a folder above it) finds it."""
+    _corpus(tmp_path / "text", ["a b", "c d"])
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "alias")
+    with output_lock(str(tmp_path / "real" / "bin"), "--destdir"):
+        message = _refused(_preprocess, tmp_path / "text", tmp_path / "alias" / "bin")
+    assert f"--destdir {tmp_path / 'alias' / 'bin'} is being written by another run (process {os.getpid()}" in message
+    assert not (tmp_path / "real" / "bin").exists()
+    (tmp_path / "bin").mkdir()
+    os.symlink(tmp_path / "bin", tmp_path / "bin-link")
+    with output_lock(str(tmp_path / "bin"), "--destdir"):
+        assert "is being written by another run" in _refused(_preprocess, tmp_path / "text", tmp_path / "bin-link")
+
+
+def test_two_parse_runs_writing_the_same_heads_file_are_refused(tmp_path):
+    """Two runs with their own --output but one --heads would each write the heads: one run's would
+    be lost, the other's beside trees that are not theirs."""
+    (tmp_path / "text").write_text("a b c\n")
+    with output_lock(str(tmp_path / "heads"), "--heads"):
+        message = _refused(_parse, tmp_path, "--parser", "balanced", "--heads-control", "next", "--heads",
+                           str(tmp_path / "heads"), output=tmp_path / "trees2")
+    assert f"--heads {tmp_path / 'heads'} is being written by another run (process {os.getpid()}" in message
+    assert not (tmp_path / "trees2").exists() and not (tmp_path / "heads").exists()
+    assert not (tmp_path / "trees2.lock").exists()  # the output's lock, taken first, is let go
+    _parse(tmp_path, "--parser", "balanced", "--heads-control", "next", "--heads", str(tmp_path / "heads"),
+           output=tmp_path / "trees2")
+    assert (tmp_path / "heads").read_text() == "2 3 0\n" and not (tmp_path / "heads.lock").exists()
+
+
 @pytest.mark.parametrize("tree, label", [("(S (<pad> a b) c)", "<pad>"), ("(S (@BPE a b) c)", "@BPE"),
                                          ("(S (NP (<unk> a) (NN b)) (VB c))", "<unk>")])
 def test_preprocess_refuses_reserved_labels_naming_file_and_line(tmp_path, tree, label):

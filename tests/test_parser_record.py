@@ -209,6 +209,36 @@ def test_shards_whose_trees_other_parsers_made_are_refused(databin, tmp_path, ca
     assert "trees is unknown (no record): whether every shard's trees were made alike cannot be checked" in caplog.text
 
 
+def test_raw_text_reads_a_piece_missing_from_the_dictionary_as_the_text_spells_it(databin):
+    """fairseq-interactive's line with a word of three pieces whose middle one the dictionary lacks
+    (``ta@@ <novel>@@ vo``): its ids hold <unk> there, which would split the word in two (the
+    dictionary's strings spell ``ta<unk>`` and ``vo``). The task reads the line's own pieces instead,
+    so the trees and parents are those tree-fairseq-preprocess makes from the text: the words the
+    pieces spell, balanced trees, random heads of seed 3."""
+    from tree_fairseq.trees import expand_subwords, group_pieces, node_tensors
+    from tree_fairseq.trees.parents import control_heads, piece_parent_spans
+
+    task = _task(databin)
+    task.load_dataset("test")
+    dataset = task.dataset("test")
+    sentences = [[task.src_dict[i] for i in dataset[k]["source"][:-1].tolist()] for k in range(len(dataset))]
+    pieces, (_, start, end) = next((p, word) for p in sentences for word in group_pieces(p, "subword_nmt")
+                                   if word[2] - word[1] >= 2)
+    text_pieces = pieces[:start + 1] + ["zqxwv@@"] + pieces[start + 2:]
+    line = " ".join(text_pieces)
+    tokens, lengths = task.get_interactive_tokens_and_lengths([line], lambda text: text)
+    assert tokens[0].tolist().count(task.src_dict.unk()) == 1
+    inference = task.build_dataset_for_inference(tokens, lengths)
+    words = [word for word, _, _ in group_pieces(text_pieces, "subword_nmt")]
+    tree = expand_subwords(trivial_tree(words, "balanced"), text_pieces, "subword_nmt", "pos")
+    labels, spans = node_tensors(tree, task.node_dict.index)
+    assert torch.equal(inference[0]["node_spans"], spans) and torch.equal(inference[0]["node_labels"], labels)
+    parents = piece_parent_spans(control_heads(words, "random", 3), text_pieces, "subword_nmt")
+    assert inference[0]["parent_spans"].tolist() == [list(span) for span in parents]
+    # the dictionary's strings alone (all the hub interface has) would have spelled one word more
+    assert len(group_pieces([task.src_dict[i] for i in tokens[0][:-1].tolist()], "subword_nmt")) == len(words) + 1
+
+
 def test_naming_the_recorded_parser_is_no_difference(databin):
     dataset = _raw_text_dataset(_task(databin, "--inference-parser", "balanced", "--inference-heads", "random",
                                       "--inference-heads-seed", "3"))

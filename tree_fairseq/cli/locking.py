@@ -1,6 +1,6 @@
 """One run at a time per output: two runs writing the same output would mix their work.
 
-A run holds ``OUTPUT.lock`` (created atomically, holding its process id, host, start time and
+A run holds ``OUTPUT.lock`` (beside the output itself, links resolved; created atomically, holding its process id, host, start time and
 command) while it writes OUTPUT, and removes it when it ends (also on an error, Ctrl-C or
 SIGTERM). A second run on the same output is refused, naming the first. A lock left by a run that
 was killed (SIGKILL, a machine that went down) is taken over when its process no longer runs on
@@ -21,7 +21,9 @@ from tree_fairseq.cli.termination import removed_on_sigterm
 def output_lock(output: str, option: str):
     """Hold ``output + ".lock"`` for the body; ValueError when another live run holds it.
     ``option`` names the output in messages (``--output``, ``--destdir``)."""
-    lock = os.path.abspath(output) + ".lock"
+    # The lock of what is written, not of its name: a symlink to the output (or to a folder above
+    # it) names the same output, and must find the same lock.
+    lock = os.path.realpath(output) + ".lock"
     _acquire(lock, output, option)
     try:
         with removed_on_sigterm(lock):

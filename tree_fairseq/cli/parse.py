@@ -56,6 +56,7 @@ summarised at the end.
 """
 
 import argparse
+import contextlib
 import errno
 import hashlib
 import json
@@ -178,7 +179,8 @@ def parse_file(args: argparse.Namespace) -> None:
             raise ValueError(f"{flag} {path}: no such file")
     _check_output(args)
     _check_heads(args)
-    with output_lock(args.output, "--output"):
+    with output_lock(args.output, "--output"), \
+            (output_lock(args.heads, "--heads") if args.heads is not None else contextlib.nullcontext()):
         _parse_file(args)
 
 

@@ -35,6 +35,7 @@ from fairseq import utils
 from fairseq.data import Dictionary, LanguagePairDataset, ListDataset
 from torch import Tensor
 
+from tree_fairseq.data.source_pieces import SourcePieces, sentence_key
 from tree_fairseq.data.tree_pair_dataset import TreePairDataset, collate_trees
 from tree_fairseq.parsing import Parser, TrivialParser, make_parser
 from tree_fairseq.trees import (
@@ -72,6 +73,7 @@ class InferenceTrees:
         if subword_label not in SUBWORD_LABELS:
             raise ValueError(f"unknown subword label {subword_label!r}; one of {SUBWORD_LABELS}")
         self.src_dict = src_dict
+        self.source_pieces = SourcePieces(src_dict)  # the text's own pieces where known (fairseq-interactive)
         self.node_dict = node_dict
         self.subword_format = subword_format
         self.subword_label = subword_label
@@ -114,7 +116,7 @@ class InferenceTrees:
         (``count_nodes``: as :class:`TreePairDataset`)."""
         self.word_heads = {}
         trees = self.tree_tensors(src_tokens)
-        self._trees = {_key(tokens, self.src_dict): tree for tokens, tree in zip(src_tokens, trees)}
+        self._trees = {sentence_key(tokens, self.src_dict): tree for tokens, tree in zip(src_tokens, trees)}
         pairs = LanguagePairDataset(src_tokens, src_lengths, self.src_dict, tgt_dict=tgt_dict,
                                     constraints=constraints, left_pad_source=left_pad_source)
         labels = ListDataset([label for label, _ in trees], sizes=[len(label) for label, _ in trees])
@@ -126,9 +128,9 @@ class InferenceTrees:
         ``src_lengths`` -> the same plus the tree inputs of :mod:`tree_fairseq.data.tree_pair_dataset`."""
         src_tokens, src_lengths = net_input["src_tokens"], net_input["src_lengths"]
         rows = [utils.strip_pad(row, self.src_dict.pad()) for row in src_tokens.cpu()]
-        missing = [row for row in rows if _key(row, self.src_dict) not in self._trees]
-        self._trees.update((_key(row, self.src_dict), tree) for row, tree in zip(missing, self.tree_tensors(missing)))
-        trees = [self._trees[_key(row, self.src_dict)] for row in rows]
+        missing = [row for row in rows if sentence_key(row, self.src_dict) not in self._trees]
+        self._trees.update((sentence_key(row, self.src_dict), tree) for row, tree in zip(missing, self.tree_tensors(missing)))
+        trees = [self._trees[sentence_key(row, self.src_dict)] for row in rows]
         # Spans count from a sentence's first token; move them past its padding.
         first = src_tokens.ne(self.src_dict.pad()).int().argmax(dim=1).cpu()
         tree_inputs = collate_trees(
@@ -140,7 +142,7 @@ class InferenceTrees:
     def tree_tensors(self, src_tokens: list[Tensor]) -> list[tuple[Tensor, Tensor]]:
         """Node labels ``(m,)`` and inclusive spans ``(m, 2)`` over the pieces of each sentence
         (dictionary ids, EOS last, no padding), parsed in one call to the parser."""
-        pieces = [[self.src_dict[i] for i in _key(tokens, self.src_dict)] for tokens in src_tokens]
+        pieces = [self.source_pieces.of(tokens) for tokens in src_tokens]
         words = [[word for word, _, _ in group_pieces(p, self.subword_format)] for p in pieces]
         to_parse = [i for i, w in enumerate(words) if w]
         parsed = self.parser.parse([words[i] for i in to_parse], 1, "<raw input>") if to_parse else []
@@ -209,8 +211,3 @@ def _parser_name(parser) -> str:
     if parser is None or isinstance(parser, str):
         return parser
     return getattr(parser, "shape", None) or type(parser).__name__
-
-
-def _key(tokens: Tensor, src_dict: Dictionary) -> tuple[int, ...]:
-    tokens = tokens.tolist()
-    return tuple(tokens[:-1] if tokens and tokens[-1] == src_dict.eos() else tokens)

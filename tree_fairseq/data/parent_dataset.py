@@ -14,7 +14,7 @@ itself. The model turns the spans into positions (the middle or the first piece,
 
 :class:`InferenceParents` makes the parents of raw text (fairseq-interactive) as the data-bin's
 were made: the parser's heads (``--inference-parser spacy``) or a trivial control, over the words
-the BPE pieces spell.
+the BPE pieces spell (the text's own pieces where known: :mod:`tree_fairseq.data.source_pieces`).
 """
 
 from collections.abc import Callable
@@ -24,6 +24,7 @@ from fairseq import utils
 from fairseq.data import Dictionary, ListDataset
 from torch import Tensor
 
+from tree_fairseq.data.source_pieces import SourcePieces, sentence_key
 from tree_fairseq.data.tree_pair_dataset import TreePairDataset
 from tree_fairseq.trees import TreeError, group_pieces
 from tree_fairseq.trees.parents import HEAD_CONTROLS, check_heads, control_heads, piece_parent_spans
@@ -103,10 +104,12 @@ class InferenceParents:
 
     def __init__(self, src_dict: Dictionary, subword_format: str, heads: str = "parser",
                  parser: Callable[[], object] | None = None, seed: int = 1,
-                 known_heads: Callable[[], dict] | None = None, refused: str | None = None):
+                 known_heads: Callable[[], dict] | None = None, refused: str | None = None,
+                 source_pieces: SourcePieces | None = None):
         if heads not in INFERENCE_HEADS:
             raise ValueError(f"unknown heads {heads!r}; one of {INFERENCE_HEADS}")
         self.src_dict = src_dict
+        self.source_pieces = source_pieces or SourcePieces(src_dict)  # shared with the trees' where given
         self.subword_format = subword_format
         self.heads = heads
         self.seed = seed
@@ -117,7 +120,7 @@ class InferenceParents:
 
     def parent_tensors(self, src_tokens: list[Tensor]) -> list[Tensor]:
         """``(k, 2)`` parent spans over the pieces of each sentence (EOS last, no padding)."""
-        pieces = [[self.src_dict[i] for i in _key(tokens, self.src_dict)] for tokens in src_tokens]
+        pieces = [self.source_pieces.of(tokens) for tokens in src_tokens]
         words = [[word for word, _, _ in group_pieces(p, self.subword_format)] for p in pieces]
         heads = self._word_heads(words)
         tensors = []
@@ -155,7 +158,7 @@ class InferenceParents:
     def dataset(self, dataset: TreePairDataset, src_tokens: list[Tensor]) -> ParentTreePairDataset:
         """``dataset`` (fairseq's inference dataset with trees) with the parents of ``src_tokens``."""
         parents = self.parent_tensors(src_tokens)
-        self._parents = {_key(tokens, self.src_dict): spans for tokens, spans in zip(src_tokens, parents)}
+        self._parents = {sentence_key(tokens, self.src_dict): spans for tokens, spans in zip(src_tokens, parents)}
         return ParentTreePairDataset.with_parents(dataset, ListDataset(parents, sizes=[2 * len(p) for p in parents]))
 
     def add_parent_inputs(self, net_input: dict) -> dict:
@@ -163,14 +166,9 @@ class InferenceParents:
         plus ``src_parent_spans``."""
         src_tokens = net_input["src_tokens"]
         rows = [utils.strip_pad(row, self.src_dict.pad()) for row in src_tokens.cpu()]
-        missing = [row for row in rows if _key(row, self.src_dict) not in self._parents]
-        self._parents.update((_key(row, self.src_dict), spans)
+        missing = [row for row in rows if sentence_key(row, self.src_dict) not in self._parents]
+        self._parents.update((sentence_key(row, self.src_dict), spans)
                              for row, spans in zip(missing, self.parent_tensors(missing)))
-        spans = collate_parents([self._parents[_key(row, self.src_dict)] for row in rows],
+        spans = collate_parents([self._parents[sentence_key(row, self.src_dict)] for row in rows],
                                 first_token_columns(src_tokens.cpu(), self.src_dict.pad()), src_tokens.size(1))
         return {**net_input, "src_parent_spans": spans.to(src_tokens.device)}
-
-
-def _key(tokens: Tensor, src_dict: Dictionary) -> tuple[int, ...]:
-    tokens = tokens.tolist()
-    return tuple(tokens[:-1] if tokens and tokens[-1] == src_dict.eos() else tokens)

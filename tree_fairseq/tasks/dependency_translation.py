@@ -74,6 +74,7 @@ class DependencyTranslationTask(TreeTranslationTask):
         self.inference_parents = InferenceParents(
             self.src_dict, self.subword_format, heads=heads, parser=lambda: self.inference_trees.parser, seed=seed,
             known_heads=lambda: self.inference_trees.word_heads, refused=refused,
+            source_pieces=self.inference_trees.source_pieces,
         )
 
     def build_model(self, cfg, from_checkpoint=False):

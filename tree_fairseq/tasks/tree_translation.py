@@ -11,6 +11,7 @@ from typing import Optional
 import numpy as np
 import torch
 from fairseq import utils
+from fairseq.tokenizer import tokenize_line
 from fairseq.data import Dictionary
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
@@ -240,7 +241,10 @@ class TreeTranslationTask(TranslationTask):
         source positions (which fairseq-interactive would end the session on) is truncated to its
         first words that fit (--inference-too-long truncate), or else left for
         :meth:`filter_indices_by_size` to skip, its tokens EOS alone so that it is not parsed."""
-        tokens, _ = super().get_interactive_tokens_and_lengths(lines, encode_fn)
+        # As fairseq encodes them, keeping each line's pieces: a piece missing from the dictionary is
+        # <unk> in the ids, which loses where its word ends (tree_fairseq.data.source_pieces).
+        pieces = [tokenize_line(encode_fn(line)) for line in lines]
+        tokens = [self.source_dictionary.encode_line(" ".join(p), add_if_not_exist=False).long() for p in pieces]
         first = self._interactive_lines + 1
         self._interactive_lines += len(lines)
         limit = self._source_positions()
@@ -248,16 +252,21 @@ class TreeTranslationTask(TranslationTask):
         for i, sentence in enumerate(tokens):
             if len(sentence) <= limit:
                 continue
-            cut = self._first_words(sentence, limit) if self.cfg.inference_too_long == "truncate" else None
+            truncate = self.cfg.inference_too_long == "truncate"
+            cut = self._first_words(sentence, limit, pieces[i]) if truncate else None
             if cut is None:
                 skipped[i] = len(sentence)
                 tokens[i] = sentence[-1:]
                 continue
             tokens[i], words, all_words = cut
+            pieces[i] = pieces[i][:len(tokens[i]) - 1]
             logger.warning(f"input line {first + i} is {len(sentence)} source tokens long (BPE pieces and EOS), more "
                            f"than the model's {limit} source positions: truncated to its first {words} of {all_words} "
                            f"words ({len(tokens[i])} tokens)")
         self._interactive_batch = (first, len(lines), skipped)
+        self.inference_trees.source_pieces.remember(
+            [(sentence, sentence_pieces) for i, (sentence, sentence_pieces) in enumerate(zip(tokens, pieces))
+             if i not in skipped])
         return tokens, [len(sentence) for sentence in tokens]
 
     def _source_positions(self) -> float:
@@ -266,10 +275,10 @@ class TreeTranslationTask(TranslationTask):
         limit = limits[0] if isinstance(limits, tuple) else limits
         return float("inf") if limit is None else limit
 
-    def _first_words(self, sentence, limit: int):
-        """``sentence`` (EOS last) cut to its first whole words that fit ``limit`` tokens with EOS, the
-        number of words kept and of all its words; None when not even its first word fits."""
-        pieces = [self.src_dict[i] for i in sentence[:-1].tolist()]
+    def _first_words(self, sentence, limit: int, pieces: list[str]):
+        """``sentence`` (EOS last; ``pieces``, its text's pieces) cut to its first whole words that fit
+        ``limit`` tokens with EOS, the number of words kept and of all its words; None when not even its
+        first word fits."""
         ends = [last for _, _, last in group_pieces(pieces, self.subword_format)]
         kept = [last for last in ends if last + 2 <= limit]
         if not kept:
