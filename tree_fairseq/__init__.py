@@ -1,8 +1,10 @@
 """tree_fairseq: tree-aware translation for fairseq.
 
 ``--user-dir tree_fairseq`` imports this package, which registers the tasks
-and models below, makes fairseq checkpoints loadable on torch >= 2.6 and lets
-a run that stops mid-epoch exit without aborting (``prefetch_exit``).
+and models below, makes fairseq checkpoints loadable on torch >= 2.6, lets
+a run that stops mid-epoch exit without aborting (``prefetch_exit``) and
+prints what the plugin refuses inside fairseq's commands as one line
+(``errors``).
 
 The console scripts start through ``tree_fairseq_console``, which imports the
 package without registering anything: ``--help`` and the parsers that need no
@@ -16,7 +18,9 @@ import sys
 def register() -> None:
     """Register the plugin's tasks and models with fairseq, allow fairseq's
     checkpoint classes under torch's safe loader, and let a run stopped
-    mid-epoch exit cleanly (idempotent)."""
+    mid-epoch exit cleanly, and say the plugin's refusals in one line (idempotent)."""
+    from tree_fairseq import errors
+    errors.install()
     from tree_fairseq import checkpoint_compat  # noqa: F401  (before any checkpoint is read)
     from tree_fairseq import prefetch_exit  # noqa: F401
     from tree_fairseq import models, tasks  # noqa: F401
