@@ -304,6 +304,17 @@ def test_model_files_alone_make_the_pipeline(tmp_path, monkeypatch, stanza_model
     assert f"stanza's pos model {tmp_path / 'x.pt'}: no such file" in _cli_error(
         tmp_path, no_models, *flags, "--stanza-pos-model", str(tmp_path / "x.pt"))
     assert "are not in" in _cli_error(tmp_path, no_models, flags[0], flags[1])
+    # The tagger and the parser without their word vectors, and files that are no stanza models: one line each.
+    message = _cli_error(tmp_path, no_models, *flags[:4])
+    assert "could not load the model files given (pos " in message and "without word vectors: give the pretrain" \
+        in message and "--stanza-pretrain" in message
+    (tmp_path / "text.pt").write_text("not a model\n")
+    message = _cli_error(tmp_path, no_models, *flags[:2], "--stanza-constituency-model", str(files["pretrain"]),
+                         "--stanza-pretrain", str(files["pretrain"]))
+    assert f"could not load the model files given (pos {files['pos']}, constituency {files['pretrain']}" in message
+    assert "is each one a stanza model of its kind" in message
+    message = _cli_error(tmp_path, no_models, "--stanza-pos-model", str(tmp_path / "text.pt"), *flags[2:])
+    assert "is each one a stanza model of its kind" in message
     # Files in place of a complete folder's: the files' tagger, the folder's parser.
     assert _parse_cli(tmp_path, stanza_models, TEXT, *flags[:2], *flags[4:]) == stanza_trees
 

@@ -19,6 +19,7 @@ downloaded once; when stanza's resource server cannot be reached the constructor
 seconds, naming the command that fetches them.
 """
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -73,14 +74,15 @@ class StanzaParser:
             **({"pos_pretrain_path": files["pretrain"], "constituency_pretrain_path": files["pretrain"]}
                if "pretrain" in files else {}),
         )
-        if files_alone:
-            self.pipeline = _pipeline_from_files(lang, model_dir, options)
-        else:
-            try:
-                self.pipeline = _load_pipeline(lang, model_dir, package, options)
-            except FileNotFoundError:
-                download_models(lang, model_dir, package)
-                self.pipeline = _load_pipeline(lang, model_dir, package, options)
+        with _models_that_load(files):
+            if files_alone:
+                self.pipeline = _pipeline_from_files(lang, model_dir, options)
+            else:
+                try:
+                    self.pipeline = _load_pipeline(lang, model_dir, package, options)
+                except FileNotFoundError:
+                    download_models(lang, model_dir, package)
+                    self.pipeline = _load_pipeline(lang, model_dir, package, options)
         if "constituency" not in self.pipeline.processors:
             raise ValueError(f"stanza has no constituency parser for language {lang!r}")
         # What a resumed tree-fairseq-parse must find unchanged to reuse its chunks.
@@ -168,6 +170,29 @@ def _check_package(resources: dict, lang: str, package, model_dir: str) -> None:
         if name not in known and name not in bundles:
             raise ValueError(f"stanza has no {processor} package {name!r} for {lang} in {model_dir} (its {processor} "
                              f"packages: {', '.join(known)}; of the whole pipeline: {', '.join(bundles)})")
+
+
+@contextlib.contextmanager
+def _models_that_load(files: dict[str, str]):
+    """What stanza raises on model files given one by one that it cannot load, as one ValueError
+    naming them: files that are no stanza models of their kind end in stanza's own IndexError or
+    unpickling error, a tagger and a parser without their word vectors in an AttributeError."""
+    try:
+        yield
+    except (ValueError, FileNotFoundError):
+        raise
+    except Exception as error:  # noqa: BLE001  (whatever stanza's loaders raise on a wrong file)
+        if not files:
+            raise
+        given = ", ".join(f"{kind} {path}" for kind, path in files.items())
+        said = f"{type(error).__name__}: {error}"
+        if "pretrain" not in files:
+            raise ValueError(f"stanza could not load the model files given ({given}) without word vectors: give the "
+                             "pretrain file the models were trained with (--stanza-pretrain; at raw-text translation "
+                             f"--inference-stanza-pretrain) (stanza said: {said})") from None
+        raise ValueError(f"stanza could not load the model files given ({given}): is each one a stanza model of its "
+                         "kind (a tagger, a constituency parser, their word vectors)? (stanza said: "
+                         f"{said})") from None
 
 
 def _pipeline_from_files(lang: str, model_dir: str, options: dict) -> stanza.Pipeline:
