@@ -444,3 +444,22 @@ def test_on_failure_gives_the_stuck_sentence_a_trivial_tree(tmp_path, monkeypatc
     assert f"1 of {len(TEXT)} lines (8.33%) could not be parsed and got balanced trees" in capsys.readouterr().err
     # The chunk failed in a batch with others; its halves were parsed again down to the sentence alone.
     assert batches[0] > 1 and batches[-1] == 1
+
+
+def test_the_record_remembers_the_model_folder_and_raw_text_finds_it(tmp_path, stanza_models, monkeypatch):
+    """A data-bin parsed with --model-dir: its record names the folder, and raw-text translation takes
+    the models from there unasked (the message for missing models names each command's option)."""
+    from tree_fairseq.tasks.tree_translation import TreeTranslationConfig, inference_choice
+
+    _parse_cli(tmp_path, stanza_models, TEXT[:2])
+    record = json.loads((tmp_path / "trees.parser.json").read_text())
+    assert record["model_dir"] == str(stanza_models.resolve())
+    choice = inference_choice(TreeTranslationConfig(source_lang="en"), record)
+    assert choice["parser"] == "stanza" and choice["model_dir"] == str(stanza_models.resolve())
+    given = inference_choice(TreeTranslationConfig(source_lang="en", inference_parser_model_dir=str(tmp_path)), record)
+    assert given["model_dir"] == str(tmp_path)
+    moved = {**record, "model_dir": str(tmp_path / "gone")}
+    assert inference_choice(TreeTranslationConfig(source_lang="en"), moved)["model_dir"] is None
+    _no_network(monkeypatch)
+    message = _cli_error(tmp_path, tmp_path / "empty")
+    assert "tree-fairseq-parse --model-dir, fairseq-interactive --inference-parser-model-dir" in message

@@ -275,7 +275,8 @@ def _parse_file(args: argparse.Namespace) -> None:
         parser.check_exhausted()
     description = describe_parser(args.parser, parser, lang=args.lang, spacy_model=args.spacy_model,
                                   dependency_shape=args.dependency_tree_shape, stanza_package=args.stanza_package,
-                                  stanza_model_files=stanza_model_files(args), trees=args.trees)
+                                  stanza_model_files=stanza_model_files(args), trees=args.trees,
+                                  model_dir=args.model_dir if args.parser == "stanza" else None)
 
     def record(trees_digest: str, heads_digest: str | None, failures: int) -> dict:
         return parse_record(description, lines=total, trees_digest=trees_digest, on_failure=args.on_failure,

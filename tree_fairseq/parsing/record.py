@@ -59,7 +59,8 @@ def model_file(path: str) -> dict:
 
 def describe_parser(name: str, parser=None, *, lang: str | None = None, spacy_model: str | None = None,
                     dependency_shape: str | None = None, stanza_package: str | None = None,
-                    stanza_model_files: dict | None = None, trees: str | None = None) -> dict:
+                    stanza_model_files: dict | None = None, trees: str | None = None,
+                    model_dir: str | None = None) -> dict:
     """What the parser ``name`` (built: ``parser``, a spaCy or stanza back-end read for its model)
     is, as the record says it."""
     description: dict = {"parser": name}
@@ -78,6 +79,8 @@ def describe_parser(name: str, parser=None, *, lang: str | None = None, spacy_mo
         description["stanza_package"] = stanza_package
         description["stanza_model_files"] = {kind: os.path.abspath(path)
                                              for kind, path in (stanza_model_files or {}).items() if path}
+        if model_dir:  # the folder given, so that raw text finds the same models unasked
+            description["model_dir"] = os.path.abspath(model_dir)
         pipeline = getattr(parser, "pipeline", None)
         if pipeline is not None:
             import stanza

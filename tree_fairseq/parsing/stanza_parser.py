@@ -293,5 +293,6 @@ def _missing_models(lang: str, model_dir: str, package, reason) -> ValueError:
                f"model_dir={model_dir!r})\"")
     return ValueError(f"the stanza models for language {lang!r} are not in {model_dir} and could not be "
                       f"downloaded ({reason}). Fetch them where there is network access with\n"
-                      f"  {command}\nand copy that folder here (--model-dir, or the STANZA_RESOURCES_DIR "
-                      "environment variable).")
+                      f"  {command}\nand copy that folder here (tree-fairseq-parse --model-dir, "
+                      "fairseq-interactive --inference-parser-model-dir, or the STANZA_RESOURCES_DIR environment "
+                      "variable).")

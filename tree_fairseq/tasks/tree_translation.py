@@ -435,7 +435,9 @@ def inference_choice(cfg, record) -> dict:
         files = {kind: path for kind, path in (recorded.get("stanza_model_files") or {}).items()
                  if os.path.isfile(path)}
     choice["stanza_model_files"] = files
-    choice["model_dir"] = cfg.inference_parser_model_dir
+    recorded_dir = recorded.get("model_dir") if same else None
+    choice["model_dir"] = cfg.inference_parser_model_dir or (
+        recorded_dir if recorded_dir and os.path.isdir(recorded_dir) else None)
     return choice
 
 
