@@ -122,6 +122,15 @@ def plain_databin(tiny_corpus, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def mono_databin(tiny_corpus, tmp_path_factory):
+    """The tiny corpus's English side as a monolingual data-bin (fairseq-preprocess --only-source)."""
+    return fairseq_binarize(
+        tmp_path_factory.mktemp("mono_databin"), "--only-source", "--trainpref", str(tiny_corpus / "train.en"),
+        "--validpref", str(tiny_corpus / "valid.en"),
+    )
+
+
+@pytest.fixture(scope="session")
 def bpe_codes(tmp_path_factory) -> Path:
     """subword-nmt merges that split the tiny corpus's words into its syllables."""
     codes = tmp_path_factory.mktemp("codes") / "codes"

@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import shared_data
 from fairseq import checkpoint_utils, options, tasks
-from helpers import USER_DIR, fairseq_binarize, subprocess_env
+from helpers import USER_DIR, subprocess_env
 
 from tree_fairseq.trees import Node, Tree, parse_tree, trivial_tree
 from tree_fairseq.trees.evaluation import (
@@ -189,15 +189,6 @@ def test_wsj10_keeps_sentences_of_at_most_ten_words_after_punctuation_removal():
 
 
 # The masked-LM task
-
-
-@pytest.fixture(scope="module")
-def mono_databin(tiny_corpus, tmp_path_factory):
-    """The tiny corpus's English side as a monolingual data-bin (fairseq-preprocess --only-source)."""
-    return fairseq_binarize(
-        tmp_path_factory.mktemp("mono_databin"), "--only-source", "--trainpref", str(tiny_corpus / "train.en"),
-        "--validpref", str(tiny_corpus / "valid.en"),
-    )
 
 
 def test_masked_lm_batches_are_single_sentences(mono_databin, tiny_corpus):
