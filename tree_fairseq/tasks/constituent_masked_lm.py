@@ -33,6 +33,7 @@ from fairseq.tasks.language_modeling import SAMPLE_BREAK_MODE_CHOICES
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
 from tree_fairseq.modules.constituent_attention import unsupervised_parse
+from tree_fairseq.tasks.resumed_batches import ResumedBatches
 from tree_fairseq.trees.tree import Tree
 
 
@@ -51,8 +52,10 @@ class ConstituentMaskedLMConfig(MaskedLMConfig):
 
 
 @register_task("constituent_masked_lm", dataclass=ConstituentMaskedLMConfig)
-class ConstituentMaskedLMTask(MaskedLMTask):
-    """Masked LM over single sentences, for ``--arch constituent_encoder_lm``."""
+class ConstituentMaskedLMTask(ResumedBatches, MaskedLMTask):
+    """Masked LM over single sentences, for ``--arch constituent_encoder_lm``. A resumed run trains on the
+    batches of an uninterrupted one (:mod:`tree_fairseq.tasks.resumed_batches`; fairseq's masked_lm
+    already orders its sentences with the seed alone)."""
 
     cfg: ConstituentMaskedLMConfig
 

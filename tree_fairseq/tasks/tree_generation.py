@@ -22,6 +22,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from torch import Tensor
 
 from tree_fairseq.models.tree_pe_transformer import symbol_arities
+from tree_fairseq.tasks.resumed_batches import ResumedBatches
 from tree_fairseq.tasks.tree_translation import TreeTranslationConfig, TreeTranslationTask
 
 
@@ -116,7 +117,9 @@ class TreeGenerationConfig(TranslationConfig):
 
 
 @register_task("tree_generation", dataclass=TreeGenerationConfig)
-class TreeGenerationTask(TreeOutputs, TranslationTask):
+class TreeGenerationTask(TreeOutputs, ResumedBatches, TranslationTask):
+    """A resumed run trains on the batches of an uninterrupted one (:mod:`tree_fairseq.tasks.resumed_batches`)."""
+
     cfg: TreeGenerationConfig
 
     def __init__(self, cfg, src_dict, tgt_dict):

@@ -25,6 +25,7 @@ from tree_fairseq.parsing.record import (
     UNKNOWN, databin_record_path, describe, describe_parser, heads_identity, identity_differences, parser_identity,
     read_record, version_differences,
 )
+from tree_fairseq.tasks.resumed_batches import ResumedBatches
 from tree_fairseq.trees import SUBWORD_FORMATS, SUBWORD_LABELS, group_pieces
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
 
@@ -119,7 +120,9 @@ class TreeTranslationConfig(TranslationConfig):
 
 
 @register_task("tree_translation", dataclass=TreeTranslationConfig)
-class TreeTranslationTask(TranslationTask):
+class TreeTranslationTask(ResumedBatches, TranslationTask):
+    """A resumed run trains on the batches of an uninterrupted one (:mod:`tree_fairseq.tasks.resumed_batches`)."""
+
     cfg: TreeTranslationConfig
 
     def __init__(self, cfg: TreeTranslationConfig, src_dict, tgt_dict):
