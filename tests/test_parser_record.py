@@ -191,6 +191,20 @@ def test_heads_from_another_run_are_unknown_and_raw_text_must_say_its_heads(corp
     assert len(dataset) == 4 and "heads are made as --inference-heads next says" in capsys.readouterr().out
 
 
+def test_a_heads_file_edited_after_parsing_is_said_to_be_the_heads_not_the_parser(corpus, tmp_path):
+    edited = _copy_corpus(corpus, tmp_path / "corpus")
+    lines = (edited / "valid.heads.de").read_text().splitlines()
+    words = len(lines[0].split())
+    lines[0] = " ".join(str(word + 2) for word in range(words - 1)) + " 0"  # next-word heads
+    (edited / "valid.heads.de").write_text("\n".join(lines) + "\n")
+    with pytest.raises(SystemExit) as refused:
+        preprocess(edited, tmp_path / "bin")
+    message = str(refused.value.code)
+    assert "the splits' trees were made alike but their heads were not" in message
+    assert "valid: balanced, heads unknown" in message and "made by different parsers" not in message
+    assert not (tmp_path / "bin").exists()
+
+
 def test_shards_whose_trees_other_parsers_made_are_refused(databin, tmp_path, caplog):
     """fairseq-train A:B reads shard B in epoch 2: trees of another parser (here other heads) there
     would train the model on two kinds while its checkpoints record A's alone."""

@@ -268,11 +268,17 @@ def _parser_record(args, splits, with_heads: bool) -> dict:
             kinds.setdefault(kind, []).append(name)
     if len(kinds) > 1:
         described = "; ".join(f"{', '.join(names)}: {describe(records[names[0]])}" for names in kinds.values())
+        parsers = {json.dumps(parser_identity(records[names[0]]), sort_keys=True) for names in kinds.values()}
+        # One parser, other heads: say what differs (a heads file edited or replaced since its parse
+        # reads "heads unknown"), not that other parsers made the trees.
+        what = ("the splits' trees were made by different parsers" if len(parsers) > 1 else
+                "the splits' trees were made alike but their heads were not (\"heads unknown\": a heads file that "
+                "is not the one its parse wrote, edited or replaced since)")
         if not args.mixed_parsers:
-            raise ValueError(f"the splits' trees were made by different parsers ({described}), as their records "
+            raise ValueError(f"{what} ({described}), as their records "
                              f"({record_path(_tree_path(args, splits[0][1]))}, ...) say: parse every split alike, "
                              "or give --mixed-parsers to binarise them as they are")
-        logger.warning(f"--mixed-parsers: the splits' trees were made by different parsers ({described})")
+        logger.warning(f"--mixed-parsers: {what} ({described})")
     unknown = [name for name, record in records.items() if record == UNKNOWN]
     if unknown:
         logger.warning(f"no parser record for the trees of {', '.join(unknown)} (tree-fairseq-parse writes one beside "
