@@ -134,6 +134,30 @@ def test_a_full_disk_leaves_no_partial_output_and_the_same_command_finishes(tmp_
     assert run(tmp_path, *args) == [trivial_tree(t.split(), "balanced").to_bracketed() for t in text]
 
 
+def test_a_full_disk_while_joining_keeps_the_earlier_heads_beside_the_earlier_trees(tmp_path, monkeypatch):
+    """A second parse with --heads whose trees cannot be written whole leaves the first run's trees and
+    heads as they were: never the new heads beside the old trees."""
+    import errno
+    import shutil
+
+    (tmp_path / "text").write_text("a b c\nd e\n", encoding="utf-8")
+    heads = ["--heads", str(tmp_path / "heads"), "--heads-control"]
+    run(tmp_path, "--parser", "balanced", *heads, "next")
+    before = {name: (tmp_path / name).read_bytes() for name in ("trees", "heads", "trees.parser.json")}
+    copy = shutil.copyfileobj
+
+    def fill_the_disk(source, target, *rest):
+        if target.name.endswith("trees.tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        copy(source, target, *rest)
+
+    monkeypatch.setattr(parse_cli.shutil, "copyfileobj", fill_the_disk)
+    with pytest.raises(SystemExit, match="no space left on the device"):
+        run(tmp_path, "--parser", "left", *heads, "previous")
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+    assert not list(tmp_path.glob("*.tmp"))
+
+
 def test_the_next_run_removes_the_partial_output_of_a_killed_one(tmp_path, capsys):
     (tmp_path / "text").write_text("a b\n", encoding="utf-8")
     (tmp_path / "trees.tmp").write_text("(X a b)\n(X half", encoding="utf-8")  # killed while joining

@@ -405,7 +405,6 @@ def _join(parts_dir: str, output: str, heads: str | None, record) -> tuple[list[
                 with open(os.path.join(parts_dir, part.removesuffix(".trees") + ".heads"), "rb") as f:
                     shutil.copyfileobj(f, out)
         heads_digest = file_digest(heads + ".tmp")
-        os.replace(heads + ".tmp", heads)
     failures: list[str] = []
     lifted: list[tuple[int, int]] = []
     with open(output + ".tmp", "wb") as out:
@@ -426,6 +425,9 @@ def _join(parts_dir: str, output: str, heads: str | None, record) -> tuple[list[
     if record is not None:
         # The record names the trees by their digest: one left beside other trees is known as such.
         write_json_atomically(record_path(output), record(file_digest(output + ".tmp"), heads_digest, len(failures)))
+    # Written whole, both renamed together: a join that fails leaves the earlier heads beside the earlier trees.
+    if heads is not None:
+        os.replace(heads + ".tmp", heads)
     os.replace(output + ".tmp", output)
     shutil.rmtree(parts_dir)
     return failures, lifted
