@@ -149,6 +149,16 @@ def test_the_task_parses_raw_text_with_the_recorded_parser_and_heads(databin):
     check_inference_sources(task, TREE_KEYS + PARENT_KEYS)
 
 
+def test_raw_text_says_which_parser_it_is_parsed_by(databin, caplog):
+    with caplog.at_level(logging.INFO, logger="tree_fairseq"):
+        _raw_text_dataset(_task(databin))
+    assert "raw text is parsed by balanced (as the training data's record says)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="tree_fairseq"):
+        _raw_text_dataset(_task(databin, "--inference-parser", "balanced"))
+    assert "raw text is parsed by balanced (as given)" in caplog.text
+
+
 def _raw_text_dataset(task):
     task.load_dataset("test")
     dataset = task.dataset("test")

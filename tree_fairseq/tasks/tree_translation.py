@@ -169,12 +169,15 @@ class TreeTranslationTask(ResumedBatches, TranslationTask):
         """The parser built for raw text against the record: another back-end, model or tree shape
         is refused unless --inference-parser-override; another version of the same model is a warning."""
         choice = self.inference_choice
-        if not isinstance(self.parser_record, dict) or self.parser_record.get("parser") not in INFERENCE_PARSERS:
-            return  # nothing recorded, or trees read from another parser's output: nothing to compare
         used = describe_parser(name, parser, lang=choice.get("lang"), spacy_model=choice.get("spacy_model"),
                                dependency_shape=choice.get("dependency_tree_shape"),
                                stanza_package=choice.get("stanza_package"),
                                stanza_model_files=choice.get("stanza_model_files"))
+        models = [f"{model['file']} ({model['bytes']} bytes)" for model in used.get("models", [])]
+        origin = "as given" if self.cfg.inference_parser is not None else "as the training data's record says"
+        logger.info(f"raw text is parsed by {describe(used)}{': ' + ', '.join(models) if models else ''} ({origin})")
+        if not isinstance(self.parser_record, dict) or self.parser_record.get("parser") not in INFERENCE_PARSERS:
+            return  # nothing recorded, or trees read from another parser's output: nothing to compare
         check_against_record(self.parser_record, used, bool(self.cfg.inference_parser_override),
                              "--inference-parser")
 
