@@ -142,7 +142,7 @@ def _reference(args, systems: dict) -> tuple[list[str], str]:
         if path is None:
             continue
         ids = read_generate_ids(path)
-        check_coverage(coverage(ids, len(sources)), allow_subset=False, what=what)
+        check_coverage(coverage(ids, len(sources)), allow_subset=False, what=what, path=path, subset_option=None)
         check_split(path, ids, sources, what)
         _, t_lines = read_generate_output(path)
         found = reference_for(path, ids, t_lines, args.data_bin, args.subset, args.ref)

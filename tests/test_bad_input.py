@@ -122,8 +122,13 @@ def test_score_refuses_a_subset_and_names_the_missing_sentences(tmp_path, tiny_d
         score.check_coverage(cover, allow_subset=False)
     score.check_coverage(cover, allow_subset=True)
     # without the data-bin, a gap in the ids is still seen
-    with pytest.raises(SystemExit, match="hypotheses for 5 of the 7 sentences .* 2 missing \\(ids 3, 4\\)"):
+    with pytest.raises(SystemExit, match="hypotheses for 5 of the 7 sentences .* 2 missing \\(ids 3, 4\\)") as exited:
         score.main(["--generate-output", str(output), "--metrics", "tokbleu"])
+    # without fairseq-generate's closing line, the file is cut short; --allow-subset is tree-fairseq-score's
+    assert (f"{output} is cut short: it lacks fairseq-generate's closing line (\"Generate SUBSET with beam=N: ...\", "
+            "written last), so fairseq-generate was stopped, or the file copied, before it finished; a score over a "
+            "subset is not the split's score. Translate every sentence, or pass --allow-subset to score the subset, "
+            "marked as such") in str(exited.value.code)
 
 
 def test_score_refuses_the_output_of_another_split(tmp_path, tiny_databin):

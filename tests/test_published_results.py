@@ -4,6 +4,7 @@ many lines as the reference, its reference is the test set itself (never fairseq
 the figures docs/ quotes are those scores (and the p-value on a line naming both systems of a
 paired bootstrap is that test's); a published training log gives its run's row of the page."""
 
+import importlib.util
 import json
 import re
 import shlex
@@ -259,3 +260,86 @@ def test_the_breakdown_by_length_is_the_comparisons_own_command_recomputed(folde
     subprocess.run([str(Path(sys.executable).parent / again_command[0]), *again_command[1:],
                     "--json", str(tmp_path / "c.json")], cwd=ROOT, check=True, capture_output=True, text=True)
     assert json.loads((tmp_path / "c.json").read_text())["by_length"] == published["by_length"]
+
+
+# publish_results.py in-process (its refusals come before anything is written; fairseq is imported once)
+
+
+def publish_module():
+    spec = importlib.util.spec_from_file_location("publish_results", ROOT / "scripts" / "publish_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def split_text(databin: Path, split: str = "test") -> tuple[list[str], list[str]]:
+    """A split's tokenised references and its sources as fairseq-generate --remove-bpe prints them."""
+    return (stored_reference(str(databin), split).tokenised,
+            [line.replace("@@ ", "") for line in split_sources(str(databin), split)])
+
+
+def write_output(path: Path, sources, references, hyps, ids=None, log: str = "", end: str = "") -> str:
+    """fairseq-generate's output of the sentences ``ids`` (default: all), after ``log`` lines, then ``end``."""
+    ids = range(len(references)) if ids is None else ids
+    path.write_text(log + "".join(f"S-{i}\t{sources[i]}\nT-{i}\t{references[i]}\nH-{i}\t-0.5\t{hyps[i]}\n"
+                                  for i in ids) + end, encoding="utf-8")
+    return str(path)
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+class Publisher:
+    """publish_results.py's main with --out and --lang en given; ``refused`` returns its one-line error."""
+
+    def __init__(self, out: Path, databin: Path):
+        self.module, self.common = publish_module(), ["--out", str(out), "--lang", "en", "--data-bin", str(databin)]
+
+    def __call__(self, *args, common=True):
+        self.module.main([*(self.common if common else []), *map(str, args)])
+
+    def refused(self, *args, common=True) -> str:
+        with pytest.raises(SystemExit) as exit_info:
+            self(*args, common=common)
+        message = str(exit_info.value.code)
+        assert message.startswith("publish_results.py: error: ") and "\n" not in message, message
+        return message
+
+
+def test_publish_results_says_why_sentences_are_missing(tiny_databin, tmp_path, capsys):
+    """An output that lacks sentences is refused with what the file tells of why: fairseq-generate
+    skipped them (it finished: its closing line is there, and its log where the file holds it), or
+    the file is cut short (it ends inside a line, or without fairseq-generate's closing line); an
+    output cut inside the last sentence's text is refused too. publish_results has no option to
+    publish a subset."""
+    references, sources = split_text(tiny_databin)
+    closing = "Generate test with beam=5: BLEU4 = 10.00, 40.0/15.0/6.0/2.0 (BP=1.000, ratio=1.000, syslen=9, reflen=9)\n"
+    kept = [i for i in range(40) if i not in (3, 17)]
+    skipped = write_output(tmp_path / "skipped.txt", sources, references, references, ids=kept, end=closing)
+    logged = write_output(
+        tmp_path / "logged.txt", sources, references, references, ids=kept,
+        log="2026-01-01 00:00:01 | WARNING | fairseq.data.data_utils | 2 samples have invalid sizes and will be "
+        "skipped, max_positions=(10, 10), first few sample ids=[3, 17]\n", end=closing)
+    unfinished = write_output(tmp_path / "unfinished.txt", sources, references, references, ids=range(30))
+    cut = write_output(tmp_path / "cut.txt", sources, references, references, ids=range(30))
+    Path(cut).write_text(Path(cut).read_text()[:-4])  # inside H-29's text
+    whole_ids = write_output(tmp_path / "whole-ids.txt", sources, references, references)
+    Path(whole_ids).write_text(Path(whole_ids).read_text()[:-4])
+    publish = Publisher(tmp_path / "published", tiny_databin)
+    message = publish.refused("a=" + skipped)
+    assert "hypotheses for 38 of the 40 sentences of" in message and "2 missing (ids 3, 17): fairseq-generate " \
+        "finished without them: it skipped them (--skip-invalid-size-inputs-valid-test" in message
+    assert ("2 missing (ids 3, 17): fairseq-generate skipped 2 sentences as too long (its log: 2 samples have invalid "
+            "sizes and will be skipped, max_positions=(10, 10), first few sample ids=[3, 17])") in publish.refused(
+        "a=" + logged)
+    message = publish.refused("a=" + unfinished)
+    assert (f"10 missing (ids 30, 31, 32, 33, 34, 35, 36, 37, 38, 39): {unfinished} is cut short: it lacks "
+            "fairseq-generate's closing line") in message
+    message = publish.refused("a=" + cut)
+    assert f"10 missing (ids 30, 31, 32, 33, 34, 35, 36, 37, 38, 39): {cut} is cut short: its last line (H-29) " \
+        "ends without a newline" in message
+    for message in (publish.refused("a=" + skipped), publish.refused("a=" + cut)):
+        assert "--allow-subset" not in message and message.endswith("Translate every sentence")
+    assert f"{whole_ids} is cut short: its last line (H-39) ends without a newline" in publish.refused("a=" + whole_ids)
+    assert not (tmp_path / "published").exists()

@@ -23,8 +23,10 @@ fairseq's default ``--required-batch-size-multiple 8`` with the stock translatio
 without it the ids must at least run 0, 1, ... without a gap. With ``--data-bin``, the output must
 also be of that split: an id the split does not have, or an ``S-`` source line other than the
 split's sentence of that id, stops the scoring. Missing sentences stop the scoring,
-naming how many and which, unless ``--allow-subset``, which scores them and marks every line (and
-the JSON) with the share scored. The last line of the report (``sentences`` in the JSON) always
+naming how many and which, and why as far as the file tells (fairseq-generate skipped them, having
+written its closing ``Generate ... with beam=`` line; or the file is cut short, without that line
+or inside a line), unless ``--allow-subset``, which scores them and marks every line (and
+the JSON) with the share scored. A file that ends inside a sentence's line is refused in any case. The last line of the report (``sentences`` in the JSON) always
 says how many sentences were scored, of how many in the split.
 
 Metrics (``--metrics``):
@@ -280,18 +282,73 @@ def coverage(ids: list[int], size: int | None) -> dict:
             "missing": [i for i in range(expected) if i not in present]}
 
 
-def check_coverage(cover: dict, allow_subset: bool, what: str = "the split") -> None:
-    """Raise ValueError when sentences are missing, unless ``allow_subset``."""
+def check_coverage(cover: dict, allow_subset: bool, what: str = "the split", path: str | None = None,
+                   subset_option: str | None = "--allow-subset") -> None:
+    """Raise ValueError when sentences are missing, unless ``allow_subset``: naming them, why (as far
+    as fairseq-generate's output ``path`` tells, :func:`why_missing`), and the option that scores
+    the subset (``subset_option``; None: the caller has none)."""
     missing = cover["missing"]
     if not missing or allow_subset:
         return
     shown = ", ".join(map(str, missing[:20])) + (", ..." if len(missing) > 20 else "")
+    why = why_missing(path, cover["scored"]) if path else (
+        "fairseq-generate skipped them (--skip-invalid-size-inputs-valid-test with --max-source-positions or "
+        "--max-tokens, or --required-batch-size-multiple with the translation task), or its output is cut short")
+    advice = (f"Translate every sentence, or pass {subset_option} to score the subset, marked as such" if subset_option
+              else "Translate every sentence")
     raise ValueError(
         f"hypotheses for {cover['scored']} of the {cover['split']} sentences of {what}: {len(missing)} missing "
-        f"(ids {shown}). fairseq-generate skipped them (--skip-invalid-size-inputs-valid-test with "
-        "--max-source-positions or --max-tokens, or --required-batch-size-multiple with the translation task); "
-        "a score over a subset is not the split's score. Translate every sentence, or pass --allow-subset "
-        "to score the subset, marked as such")
+        f"(ids {shown}): {why}; a score over a subset is not the split's score. {advice}")
+
+
+_CLOSING = re.compile(r"Generate \S+ with beam=\d+: ")
+_TRANSLATED = re.compile(r"\| Translated ([\d,]+) sentences")
+_SKIPPED = re.compile(r"([\d,]+) samples have invalid sizes and will be skipped[^\n]*")
+
+
+def cut_line(path: str) -> tuple[int, str] | None:
+    """The number and text of the last line of ``path`` when it ends without a newline (the file
+    was cut short while it was written or copied), else None."""
+    number, last = 0, ""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, last in enumerate(f, 1):
+            pass
+    return (number, last) if last and not last.endswith("\n") else None
+
+
+def why_missing(path: str, hypotheses: int) -> str:
+    """Why fairseq-generate's output ``path``, with ``hypotheses`` sentence ids, lacks sentences, as
+    far as the file tells. fairseq-generate ends its output of a split with targets with a
+    ``Generate SUBSET with beam=N: BLEU4 = ...`` line: a file without it, or that ends inside a line,
+    is cut short (fairseq-generate stopped, or the file copied, before the end). Otherwise
+    fairseq-generate finished without them: it skipped them, as its log says where it is in the file
+    (``N samples have invalid sizes and will be skipped``; ``Translated N sentences``, N more than
+    the file holds: lines were removed from it)."""
+    translated, skipped, closed = None, None, False
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            closed = closed or bool(_CLOSING.match(line))
+            if match := _TRANSLATED.search(line):
+                translated = int(match.group(1).replace(",", ""))
+            if match := _SKIPPED.search(line):
+                skipped = match
+    cut = cut_line(path)
+    if cut:
+        kind = cut[1].split("\t", 1)[0] if re.match(r"[A-Z]-\d+\t", cut[1]) else f"line {cut[0]}"
+        return (f"{path} is cut short: its last line ({kind}) ends without a newline (fairseq-generate was "
+                "stopped, or the file copied, before it finished)")
+    if not closed:
+        return (f"{path} is cut short: it lacks fairseq-generate's closing line (\"Generate SUBSET with beam=N: "
+                "...\", written last), so fairseq-generate was stopped, or the file copied, before it finished")
+    if translated is not None and translated > hypotheses:
+        return (f"its log says fairseq-generate translated {translated:,} sentences, but {path} holds "
+                f"{hypotheses:,}: lines of it were lost or removed")
+    if skipped:
+        return (f"fairseq-generate skipped {int(skipped.group(1).replace(',', ''))} sentences as too long (its log: "
+                f"{skipped.group(0).strip()}): --skip-invalid-size-inputs-valid-test with --max-source-positions or "
+                "--max-tokens")
+    return ("fairseq-generate finished without them: it skipped them (--skip-invalid-size-inputs-valid-test with "
+            "--max-source-positions or --max-tokens, or --required-batch-size-multiple with the translation task)")
 
 
 def subset_note(cover: dict) -> str:
@@ -323,6 +380,10 @@ def read_generate_output(path: str) -> tuple[list[str], list[str]]:
                 refs[sentence] = fields[1]
     if not hyps:
         raise ValueError(f"{path}: no H- lines: not fairseq-generate output?")
+    cut = cut_line(path)
+    if cut and re.match(r"[HTS]-\d+\t", cut[1]):  # a sentence's text cut short: refused, not scored
+        raise ValueError(f"{path} is cut short: its last line ({cut[1].split(chr(9), 1)[0]}) ends without a newline "
+                         "(fairseq-generate was stopped, or the file copied, before it finished): translate again")
     if set(hyps) != set(refs):
         raise ValueError(f"{path}: {len(hyps)} hypotheses but {len(refs)} references (T- lines); "
                          "fairseq-generate prints T- only for data with targets")
@@ -454,7 +515,7 @@ def main(argv: list[str] | None = None) -> None:
                 check_identified(args.generate_output, reference, f"{args.data_bin} {args.subset}")
             cover = coverage(ids, size)
             check_coverage(cover, args.allow_subset, f"{args.data_bin} {args.subset}" if args.data_bin
-                           else f"{args.generate_output} (ids 0 to {cover['split'] - 1})")
+                           else f"{args.generate_output} (ids 0 to {cover['split'] - 1})", path=args.generate_output)
             source = (f"the {args.subset} split of {args.data_bin}" if args.data_bin
                       else f"ids 0 to {cover['split'] - 1} of {args.generate_output}")
             sentences = {"scored": cover["scored"], "split": cover["split"], "source": source}
