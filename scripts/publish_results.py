@@ -28,6 +28,9 @@ tree-fairseq-score checks). Name systems after the model and its trees (letters,
 A system given by its name alone is one already published in --out (its SYSTEM.hyp.LANG): the
 folder is scored again, e.g. against a corrected reference (--ref or --ref-detok, needed when no
 system is given with its fairseq-generate output).
+
+--lang must be the data-bin's target language (its split files name the pair): the files' suffix
+and the detokenizer's rules are that language's.
 """
 
 import argparse
@@ -39,8 +42,8 @@ import subprocess
 import sys
 
 from tree_fairseq.cli.score import (
-    check_coverage, check_identified, check_split, coverage, detokenize, read_generate_ids, read_generate_output, read_lines,
-    reference_for, split_sources,
+    check_coverage, check_identified, check_split, coverage, detokenize, language_pair, read_generate_ids,
+    read_generate_output, read_lines, reference_for, split_sources,
 )
 
 BOOTSTRAP_RESAMPLES = 1000
@@ -75,6 +78,11 @@ def main(argv=None):
 
 def publish(args) -> None:
     systems = _systems(args.systems)
+    if args.data_bin:
+        src, tgt = language_pair(args.data_bin)
+        if args.lang != tgt:
+            raise ValueError(f"--lang {args.lang}, but {args.data_bin} translates {src} into {tgt} (its {src}-{tgt} "
+                             f"split files): give --lang {tgt}")
     baseline = args.baseline or next(iter(systems))
     if baseline not in systems:
         raise ValueError(f"--baseline {baseline} is not among the systems {', '.join(systems)}")

@@ -307,6 +307,17 @@ class Publisher:
         return message
 
 
+def test_publish_results_refuses_a_language_the_data_bin_does_not_translate_into(tiny_databin, tmp_path, capsys):
+    references, sources = split_text(tiny_databin)
+    good = write_output(tmp_path / "good.txt", sources, references, references)
+    publish = Publisher(tmp_path / "published", tiny_databin)
+    assert publish.refused("--out", tmp_path / "published", "--lang", "de", "--data-bin", tiny_databin, "a=" + good,
+                           common=False) == (
+        f"publish_results.py: error: --lang de, but {tiny_databin} translates de into en (its de-en split files): "
+        "give --lang en")
+    assert not (tmp_path / "published").exists()
+
+
 def test_publish_results_says_why_sentences_are_missing(tiny_databin, tmp_path, capsys):
     """An output that lacks sentences is refused with what the file tells of why: fairseq-generate
     skipped them (it finished: its closing line is there, and its log where the file holds it), or

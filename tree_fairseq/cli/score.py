@@ -122,14 +122,20 @@ def split_sources(data_bin: str, subset: str) -> list[str]:
     raise ValueError(f"{data_bin}: no split {subset!r} (no {subset}.{src}-{tgt}.{src}.idx)")
 
 
-def target_language(data_bin: str) -> str:
-    """The target language of a fairseq data-bin, from its dictionaries' names."""
+def language_pair(data_bin: str) -> tuple[str, str]:
+    """The source and target language of a fairseq data-bin, from its split files' names
+    (``SPLIT.SRC-TGT.LANG.idx``)."""
     from fairseq.data import data_utils
 
     src, tgt = data_utils.infer_language_pair(data_bin.split(":")[0])
     if src is None:
         raise ValueError(f"{data_bin}: no dict.*.txt of a language pair: not a fairseq data-bin")
-    return tgt
+    return src, tgt
+
+
+def target_language(data_bin: str) -> str:
+    """The target language of a fairseq data-bin."""
+    return language_pair(data_bin)[1]
 
 
 def reference_paths(data_bin: str, subset: str, lang: str) -> tuple[str, str]:
