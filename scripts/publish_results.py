@@ -30,7 +30,11 @@ folder is scored again, e.g. against a corrected reference (--ref or --ref-detok
 system is given with its fairseq-generate output).
 
 --lang must be the data-bin's target language (its split files name the pair): the files' suffix
-and the detokenizer's rules are that language's.
+and the detokenizer's rules are that language's. A raw reference (--ref-detok) is checked as the
+data-bin's is: every output must be of the split and cover it, and each of its lines must spell the
+words (letters and digits, case aside) of the split's tokenised reference, the data-bin's kept
+text or --ref, all but a tenth of them (a file of another test set matches hardly any); scoring the
+published outputs again, it is checked against the reference --out publishes.
 """
 
 import argparse
@@ -42,8 +46,8 @@ import subprocess
 import sys
 
 from tree_fairseq.cli.score import (
-    check_coverage, check_identified, check_split, coverage, detokenize, language_pair, read_generate_ids,
-    read_generate_output, read_lines, reference_for, split_sources,
+    Reference, check_coverage, check_identified, check_raw_reference, check_split, coverage, detokenize, language_pair,
+    read_generate_ids, read_generate_output, read_lines, reference_for, split_sources, stored_reference,
 )
 
 BOOTSTRAP_RESAMPLES = 1000
@@ -134,13 +138,20 @@ def publish(args) -> None:
 
 def _reference(args, systems: dict) -> tuple[list[str], str]:
     """The detokenised reference every system is scored against, and where it comes from."""
-    if args.ref_detok:
-        return read_lines(args.ref_detok), f"{args.ref_detok} (raw)"
-    if args.ref and not any(systems.values()):
-        return detokenize(read_lines(args.ref), args.lang), f"{args.ref}, detokenised (sacremoses -l {args.lang})"
     if not any(systems.values()):
-        raise ValueError("every system is one already published: give the reference to score them against "
-                         "(--ref, tokenised, or --ref-detok, raw)")
+        if args.ref_detok:
+            reference, described = read_lines(args.ref_detok), f"{args.ref_detok} (raw)"
+        elif args.ref:
+            reference = detokenize(read_lines(args.ref), args.lang)
+            described = f"{args.ref}, detokenised (sacremoses -l {args.lang})"
+        else:
+            raise ValueError("every system is one already published: give the reference to score them against "
+                             "(--ref, tokenised, or --ref-detok, raw)")
+        published = os.path.join(args.out, f"ref.{args.lang}")
+        if os.path.isfile(published):  # the published outputs translate the test set it holds
+            check_raw_reference(f"--ref-detok {args.ref_detok}" if args.ref_detok else f"--ref {args.ref}",
+                                reference, read_lines(published), published)
+        return reference, described
     if not args.data_bin:
         raise ValueError("--data-bin: the data-bin that was translated, to check that every output is of its split")
     sources = split_sources(args.data_bin, args.subset)
@@ -153,12 +164,20 @@ def _reference(args, systems: dict) -> tuple[list[str], str]:
         check_coverage(coverage(ids, len(sources)), allow_subset=False, what=what, path=path, subset_option=None)
         check_split(path, ids, sources, what)
         _, t_lines = read_generate_output(path)
-        found = reference_for(path, ids, t_lines, args.data_bin, args.subset, args.ref)
+        if args.ref_detok and not args.ref and stored_reference(args.data_bin, args.subset) is None:
+            # the T- lines only check the raw reference (those holding <unk> left out)
+            found = Reference(t_lines, None, f"the T- lines of {path}")
+        else:
+            found = reference_for(path, ids, t_lines, args.data_bin, args.subset, args.ref)
         check_identified(path, found, what)
         if reference is None:
             reference, first = found, path
         elif found.tokenised != reference.tokenised:
             raise ValueError(f"{path}: its reference is not that of {first}: outputs of different test sets")
+    if args.ref_detok:
+        raw = read_lines(args.ref_detok)
+        check_raw_reference(f"--ref-detok {args.ref_detok}", raw, reference.tokenised, reference.source)
+        return raw, f"{args.ref_detok} (raw)"
     if reference.raw is not None:
         return reference.raw, f"{reference.source} (raw)"
     return (detokenize(reference.tokenised, args.lang),

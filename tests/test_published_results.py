@@ -307,6 +307,33 @@ class Publisher:
         return message
 
 
+def test_publish_results_checks_a_raw_reference_and_the_outputs_with_it(tiny_databin, tmp_path, capsys):
+    """--ref-detok is checked as the data-bin's reference is: every output must be of the split and
+    cover it, and the raw text must be the split's (its lines spell the words of the data-bin's
+    tokenised reference); the raw text of another test set is refused."""
+    references, sources = split_text(tiny_databin)
+    valid_references, valid_sources = split_text(tiny_databin, "valid")
+    assert len(valid_references) == len(references)  # another test set, as many lines
+    raw, other = tmp_path / "test.raw.en", tmp_path / "valid.raw.en"
+    raw.write_text("".join(line + "\n" for line in detokenize(references, "en")))
+    other.write_text("".join(line + "\n" for line in detokenize(valid_references, "en")))
+    good = write_output(tmp_path / "good.txt", sources, references, references)
+    out = tmp_path / "published"
+    publish = Publisher(out, tiny_databin)
+    message = publish.refused("--ref-detok", other, "a=" + good)
+    assert (f"--ref-detok {other} is not the text of {tiny_databin / 'test.ref.en'} (subword_nmt pieces removed): "
+            "40 of its 40 lines spell other words (line 1: ") in message
+    valid_output = write_output(tmp_path / "valid.txt", valid_sources, valid_references, valid_references)
+    assert "the source of sentence 0 is" in publish.refused("--ref-detok", other, "a=" + valid_output)
+    short = write_output(tmp_path / "short.txt", sources, references, references, ids=range(1, 40))
+    assert "1 missing (ids 0)" in publish.refused("--ref-detok", raw, "a=" + short)
+    assert not out.exists()
+    publish("--ref-detok", raw, "a=" + good)
+    assert (out / "ref.en").read_bytes() == raw.read_bytes()
+    assert json.loads((out / "scores.json").read_text())["reference"] == f"{raw} (raw)"
+    capsys.readouterr()
+
+
 def test_publish_results_refuses_a_language_the_data_bin_does_not_translate_into(tiny_databin, tmp_path, capsys):
     references, sources = split_text(tiny_databin)
     good = write_output(tmp_path / "good.txt", sources, references, references)

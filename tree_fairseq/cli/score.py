@@ -46,9 +46,11 @@ Metrics (``--metrics``):
 """
 
 import argparse
+import html
 import json
 import re
 import sys
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -268,6 +270,31 @@ def check_split(path: str, ids: list[int], sources: list[str], what: str) -> Non
         if i < len(sources) and _spelling(text) != _spelling(sources[i]):
             raise ValueError(f"{path}: the source of sentence {i} is {text!r}, but sentence {i} of {what} is "
                              f"{sources[i]!r}: the output of another split or data-bin")
+
+
+def _words(text: str) -> str:
+    """A line's letters and digits, case aside, whatever its tokenisation and escapes
+    (``&apos;``), punctuation and spaces."""
+    text = unicodedata.normalize("NFKC", html.unescape(text)).casefold()
+    return "".join(char for char in text if char.isalnum())
+
+
+def check_raw_reference(given: str, raw: list[str], tokenised: list[str], source: str) -> None:
+    """Refuse a raw reference (``given``: the option and file, for the message) that is not the
+    text of the tokenised one (from ``source``): as many lines, and each spelling the same words
+    (:func:`_words`; a line holding ``<unk>`` is left out), all but a tenth of them: tokenisation,
+    escapes and lowercasing change no letter or digit, and a test set's text of another matches
+    hardly a line."""
+    if len(raw) != len(tokenised):
+        raise ValueError(f"{given} has {len(raw)} lines, but {source} {len(tokenised)}: the reference of another "
+                         "test set")
+    compared = [i for i, line in enumerate(tokenised) if "<unk>" not in line]
+    differ = [i for i in compared if _words(raw[i]) != _words(tokenised[i])]
+    if len(differ) * 10 > len(compared):
+        i = differ[0]
+        raise ValueError(f"{given} is not the text of {source}: {len(differ)} of its {len(compared)} lines spell "
+                         f"other words (line {i + 1}: {raw[i]!r}; there: {tokenised[i]!r}): the "
+                         "reference of another test set? Give the raw text of the split that was translated")
 
 
 def check_identified(path: str, reference: Reference, what: str) -> None:
