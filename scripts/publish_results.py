@@ -29,6 +29,14 @@ A system given by its name alone is one already published in --out (its SYSTEM.h
 folder is scored again, e.g. against a corrected reference (--ref or --ref-detok, needed when no
 system is given with its fairseq-generate output).
 
+Publishing into a folder that publishes systems already drops none and replaces none unasked: every
+system of its scores.json must be named again (by its name alone, to score its published output
+again, or with a new output), else the run is refused naming those it would drop from scores.json
+and score.sh; and a system given with a fairseq-generate output whose SYSTEM.hyp.LANG the folder
+holds already is replaced only with --replace SYSTEM (the new output, its figures and tests). The
+figures of a system given by its name alone are recomputed from its published output: the same,
+unless the reference changed.
+
 --lang must be the data-bin's target language (its split files name the pair): the files' suffix
 and the detokenizer's rules are that language's. A raw reference (--ref-detok) is checked as the
 data-bin's is: every output must be of the split and cover it, and each of its lines must spell the
@@ -73,6 +81,10 @@ def main(argv=None):
     parser.add_argument("--baseline", help="the system every other is tested against (default: the first)")
     parser.add_argument("--compare", action="append", default=[], metavar="A:B",
                         help="a further paired bootstrap test: system A against baseline B (repeatable)")
+    parser.add_argument("--replace", action="append", default=[], metavar="NAME",
+                        help="replace the output (and figures) that --out publishes for system NAME with the "
+                        "fairseq-generate output given for it (repeatable); without it, a system already published "
+                        "there is refused")
     args = parser.parse_args(argv)
     try:
         publish(args)
@@ -82,6 +94,7 @@ def main(argv=None):
 
 def publish(args) -> None:
     systems = _systems(args.systems)
+    _check_published(args, systems)
     if args.data_bin:
         src, tgt = language_pair(args.data_bin)
         if args.lang != tgt:
@@ -134,6 +147,41 @@ def publish(args) -> None:
         "# The figures of scores.json from the files beside this script (run it in this folder).",
         "set -euo pipefail", 'cd "$(dirname "$0")"'] + [shlex.join(command) for command in commands])
     print(json.dumps(scores, indent=1))
+
+
+def _check_published(args, systems: dict) -> None:
+    """Refuse a run that would drop a system --out publishes (one of its scores.json that this run
+    does not name), or replace a published system's output without --replace (a bad --replace too)."""
+    given = ", ".join(systems)
+    for i, name in enumerate(args.replace):
+        if name in args.replace[:i]:
+            raise ValueError(f"--replace {name} is given twice")
+        if name not in systems:
+            raise ValueError(f"--replace {name}: no system {name} among those given ({given})")
+        if systems[name] is None:
+            raise ValueError(f"--replace {name}: {name} is given by its name alone (its published output is scored "
+                             f"again), not with a fairseq-generate output to replace it")
+        if not os.path.isfile(_hypothesis_path(args, name)):
+            raise ValueError(f"--replace {name}: {args.out} publishes no {name} to replace")
+    scores = os.path.join(args.out, "scores.json")
+    if os.path.isfile(scores):
+        try:
+            with open(scores, encoding="utf-8") as f:
+                published = list(json.load(f)["systems"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{scores} is not what publish_results.py writes ({error!r}): move it away, or publish "
+                             "into another --out") from None
+        dropped = [name for name in published if name not in systems]
+        if dropped:
+            them = "them" if len(dropped) > 1 else "it"
+            raise ValueError(f"{args.out} already publishes {', '.join(dropped)}, which this run does not name: "
+                             f"scores.json and score.sh would drop {them}. Name {them} too (a system by its name "
+                             "alone: its published output scored again), or publish into another --out")
+    for name, path in systems.items():
+        published = _hypothesis_path(args, name)
+        if path is not None and os.path.isfile(published) and name not in args.replace:
+            raise ValueError(f"system {name} is already published in {args.out} ({published}): give --replace {name} "
+                             f"to replace its output and figures with those of {path}")
 
 
 def _reference(args, systems: dict) -> tuple[list[str], str]:

@@ -75,9 +75,10 @@ def test_publish_results_writes_outputs_scores_and_commands(tiny_databin, tmp_pa
                             env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
     printed = [float(number) for number in re.findall(r'"name": "BLEU",\s+"score": ([0-9.]+)', result.stdout)]
     assert printed[:2] == pytest.approx([scores["systems"][name]["score"] for name in ("model.balanced", "oracle")])
-    # a system with a missing sentence is refused
+    # a system with a missing sentence is refused (into another folder: this one publishes other systems)
     second.write_text("".join(line + "\n" for line in lines if not line.startswith(("H-0\t", "T-0\t", "S-0\t"))))
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out", str(out),
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out",
+                             str(tmp_path / "another"),
                              "--lang", "en", "--data-bin", str(tiny_databin), "a=" + str(first), "b=" + str(second)],
                             capture_output=True, text=True)
     assert result.returncode != 0 and "1 missing (ids 0)" in result.stderr
@@ -305,6 +306,48 @@ class Publisher:
         message = str(exit_info.value.code)
         assert message.startswith("publish_results.py: error: ") and "\n" not in message, message
         return message
+
+
+def test_publishing_again_drops_no_system_and_replaces_one_only_when_asked(tiny_databin, tmp_path, capsys):
+    """Into a folder that publishes systems already, a run that does not name one of them is refused,
+    naming it (scores.json and score.sh would drop it); a system given with a fairseq-generate
+    output whose output --out already publishes is replaced only with --replace NAME, and the
+    others keep their figures."""
+    references, sources = split_text(tiny_databin)
+    good = write_output(tmp_path / "good.txt", sources, references, references)
+    worse = write_output(tmp_path / "worse.txt", sources, references, [ref.split()[0] for ref in references])
+    out = tmp_path / "published"
+    publish = Publisher(out, tiny_databin)
+    publish("a=" + good, "b=" + good)
+    before = folder_bytes(out)
+    assert publish.refused("a=" + good) == (
+        f"publish_results.py: error: {out} already publishes b, which this run does not name: scores.json and "
+        "score.sh would drop it. Name it too (a system by its name alone: its published output scored again), or "
+        "publish into another --out")
+    assert publish.refused("a=" + worse, "b") == (
+        f"publish_results.py: error: system a is already published in {out} ({out / 'a.hyp.en'}): give "
+        f"--replace a to replace its output and figures with those of {worse}")
+    assert "--replace c: no system c among those given (a, b)" in publish.refused("--replace", "c", "a", "b")
+    assert "--replace a is given twice" in publish.refused("--replace", "a", "--replace", "a", "a=" + worse, "b")
+    assert ("--replace b: b is given by its name alone (its published output is scored again), not with a "
+            "fairseq-generate output to replace it") in publish.refused("--replace", "b", "a=" + worse, "b")
+    assert (f"--replace c: {out} publishes no c to replace") in publish.refused("--replace", "c", "a", "b",
+                                                                                 "c=" + good)
+    assert folder_bytes(out) == before  # nothing written by a refused run
+    # a system added, the others by their names alone: their files and figures unchanged
+    publish("a", "b", "c=" + worse)
+    after = folder_bytes(out)
+    assert {name: after[name] for name in ("a.hyp.en", "b.hyp.en", "ref.en")} == {
+        name: before[name] for name in ("a.hyp.en", "b.hyp.en", "ref.en")}
+    scores_before, scores = json.loads(before["scores.json"]), json.loads(after["scores.json"])
+    assert list(scores["systems"]) == ["a", "b", "c"]
+    assert {name: scores["systems"][name] for name in "ab"} == scores_before["systems"]
+    # replaced when asked
+    publish("--replace", "a", "a=" + worse, "b", "c")
+    scores = json.loads((out / "scores.json").read_text())
+    assert scores["systems"]["a"] == scores["systems"]["c"] and scores["systems"]["b"] == scores_before["systems"]["b"]
+    assert (out / "a.hyp.en").read_bytes() == (out / "c.hyp.en").read_bytes()
+    capsys.readouterr()
 
 
 def test_publish_results_checks_a_raw_reference_and_the_outputs_with_it(tiny_databin, tmp_path, capsys):
