@@ -561,6 +561,43 @@ def test_average_checkpoints_of_different_models_names_the_parameter_and_files(t
     assert not (tmp_path / "avg.pt").exists()
 
 
+def test_average_checkpoints_refuses_the_same_checkpoint_twice(tmp_path):
+    """checkpoint_best.pt and checkpoint_last.pt are copies of an epoch checkpoint: averaged with
+    ck/checkpoint*.pt, that epoch would weigh two or three times. The same file (by another name too)
+    or the same training state with the same parameters is refused, naming both; checkpoints of two
+    runs at the same update are not the same checkpoint."""
+    import torch
+
+    def save(name, value, epoch, updates, batch=0):
+        torch.save({"model": {"w": torch.full((2, 2), float(value))},
+                    "extra_state": {"train_iterator": {"epoch": epoch, "iterations_in_epoch": batch}},
+                    "optimizer_history": [{"num_updates": updates}]}, tmp_path / name)
+        return str(tmp_path / name)
+
+    first, second = save("checkpoint1.pt", 1, 2, 10), save("checkpoint2.pt", 2, 3, 20)
+    best = shutil.copyfile(second, tmp_path / "checkpoint_best.pt")
+    (tmp_path / "link.pt").symlink_to(first)
+
+    def refused(*inputs):
+        with pytest.raises(SystemExit) as exit_info:
+            average_checkpoints.main(["--inputs", *map(str, inputs), "--output", str(tmp_path / "avg.pt")])
+        return str(exit_info.value.code)
+
+    assert refused(first, second, best) == (
+        f"tree-fairseq-average-checkpoints: error: {best} is the same checkpoint as {second} (the same training state: "
+        "epoch 2 done, 20 updates, and the same parameters; checkpoint_best.pt and checkpoint_last.pt are copies of an "
+        "epoch checkpoint): it would weigh twice in the average. Give each checkpoint once (e.g. --inputs "
+        "SAVE-DIR/checkpoint[0-9]*.pt)")
+    assert refused(first, first) == (f"tree-fairseq-average-checkpoints: error: {first} is given twice: it would weigh "
+                                     "twice in the average. Give each checkpoint once")
+    assert refused(first, second, tmp_path / "link.pt").startswith(
+        f"tree-fairseq-average-checkpoints: error: {tmp_path / 'link.pt'} is the file {first}, given twice")
+    assert not (tmp_path / "avg.pt").exists()
+    other_run = save("other.pt", 4, 3, 20)  # another run's checkpoint at the same update: averaged
+    average_checkpoints.main(["--inputs", second, other_run, "--output", str(tmp_path / "avg.pt")])
+    assert torch.load(tmp_path / "avg.pt")["model"]["w"].tolist() == [[3.0, 3.0], [3.0, 3.0]]
+
+
 # scripts/for2lam.py: the sequence baseline's data
 
 

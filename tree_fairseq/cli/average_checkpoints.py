@@ -7,6 +7,12 @@ inputs must hold the same parameter names. Floating-point parameters are summed 
 written back in their own dtype; integer buffers get the floor of the mean, as in fairseq.
 An input that is no checkpoint (cut short by a run killed, or a disk that filled up, while it was
 written) stops the run naming it, with the upper bound that averages the ones before it.
+
+An input that is another input again stops the run naming both: the same file (by the same name or
+another, a link), or the same training state (epoch, update) with the same parameters, which is
+what fairseq's checkpoint_best.pt and checkpoint_last.pt are of an epoch checkpoint: given with
+``--inputs SAVE-DIR/checkpoint*.pt``, that epoch would weigh two or three times in the mean.
+Checkpoints of two runs at the same update are not the same checkpoint (their parameters differ).
 """
 
 import argparse
@@ -52,15 +58,30 @@ def average_checkpoints(paths: list[str]) -> dict:
 
     from tree_fairseq.checkpoint_compat import load_checkpoint
 
+    _check_distinct_files(paths)
     averaged = None
     sums: dict[str, torch.Tensor] = {}
     dtypes: dict[str, torch.dtype] = {}
+    seen: dict[tuple, str] = {}  # (training state, parameters' digest) -> the input that has them
     for path in paths:
         try:
             state = load_checkpoint(path)
         except ValueError as error:
             raise ValueError(f"{error}: {_without(path)}") from None
         params = state["model"]
+        training = _training_state(state)
+        if training is not None:
+            key = (training, _digest(params))
+            if key in seen:
+                copies = any(os.path.basename(p).startswith(("checkpoint_best", "checkpoint_last"))
+                             for p in (path, seen[key]))
+                raise ValueError(
+                    f"{path} is the same checkpoint as {seen[key]} (the same training state: {_describe(training)}, "
+                    "and the same parameters" + ("; checkpoint_best.pt and checkpoint_last.pt are copies of an epoch "
+                                                 "checkpoint" if copies else "") +
+                    "): it would weigh twice in the average. Give each checkpoint once (e.g. --inputs "
+                    "SAVE-DIR/checkpoint[0-9]*.pt)")
+            seen[key] = path
         if averaged is None:
             averaged = state
             dtypes = {name: p.dtype for name, p in params.items()}
@@ -75,6 +96,53 @@ def average_checkpoints(paths: list[str]) -> dict:
         for name, total in sums.items()
     }
     return averaged
+
+
+def _check_distinct_files(paths: list[str]) -> None:
+    """ValueError naming an input given twice, by the same name or another (a link to it)."""
+    files: dict[tuple[int, int], str] = {}
+    for path in paths:
+        if not os.path.exists(path):
+            continue  # load_checkpoint says so
+        stat = os.stat(path)
+        key = (stat.st_dev, stat.st_ino)
+        if key in files:
+            if files[key] == path:
+                raise ValueError(f"{path} is given twice: it would weigh twice in the average. Give each checkpoint "
+                                 "once")
+            raise ValueError(f"{path} is the file {files[key]}, given twice: it would weigh twice in the average. "
+                             "Give each checkpoint once")
+        files[key] = path
+
+
+def _training_state(state: dict) -> tuple[int, int, int] | None:
+    """(epoch, batches into it, updates) where fairseq's checkpoint says, None where it does not."""
+    try:
+        iterator = state["extra_state"]["train_iterator"]
+        return (int(iterator["epoch"]), int(iterator.get("iterations_in_epoch", 0)),
+                int(state["optimizer_history"][-1]["num_updates"]))
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+def _describe(training: tuple[int, int, int]) -> str:
+    epoch, batches, updates = training
+    where = f"epoch {epoch - 1} done" if batches == 0 else f"{batches} batches into epoch {epoch}"
+    return f"{where}, {updates} updates"
+
+
+def _digest(params: dict) -> str:
+    """A digest of the parameters' names, shapes, types and values."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted(params):
+        tensor = params[name]
+        digest.update(f"{name} {tuple(tensor.shape)} {tensor.dtype}".encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
 
 
 def _without(path: str) -> str:
