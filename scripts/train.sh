@@ -12,10 +12,11 @@
 # and stops where it would have stopped uninterrupted: fairseq restarts its early-stop count
 # (checkpoint.patience) on a resume, so train.sh counts the validations of SAVE-DIR/train.log
 # instead and trains at most to the epoch that count allows, then counts again (not with --hydra).
-# Before a resume, a checkpoint_last.pt that cannot be read (cut short by a kill or a full disk) or
-# is of another model, and a train.log of another run (another data-bin, task, architecture or
-# language pair on its last "$ " command line), are refused in one line that says what to do
-# (tree_fairseq/cli/resume_check.py).
+# Before a resume, a checkpoint_last.pt that cannot be read (cut short by a kill or a full disk),
+# is of another model, or is mid-epoch while the command builds other batches (another
+# --max-tokens, --seed, ...: fairseq would skip or repeat sentences of that epoch), and a train.log
+# of another run (another data-bin, task, architecture or language pair on its last "$ " command
+# line), are refused in one line that says what to do (tree_fairseq/cli/resume_check.py).
 #
 #   scripts/train.sh iwslt_tree_transformer iwslt14.de-en/data-bin/de-en checkpoints/tree-de-en
 set -euo pipefail

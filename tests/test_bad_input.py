@@ -575,7 +575,7 @@ def test_train_sh_names_both_models_when_save_dir_holds_another(tiny_databin, sa
     from tree_fairseq.cli.resume_check import check
 
     assert check(str(save_dir), ["fairseq-train", *cli_args(tiny_databin, "tree_translation"), "--arch", ARCH,
-                                 "--share-all-embeddings"]) is None
+                                 "--share-all-embeddings", "--max-tokens", "500"]) is None
 
 
 # Messages that point the right way

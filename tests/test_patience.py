@@ -140,14 +140,15 @@ print("done training")
 
 
 def resume(tmp_path: Path, log: list[tuple[int, float]], losses: str, *extra: str, last: int | None = None,
-           before: str = "", data: Path | None = None):
+           before: str = "", data: Path | None = None, checkpoint: dict | None = None):
     bin_dir, save_dir, data = tmp_path / "bin", tmp_path / "ck", data or tmp_path / "data"
     for folder in (bin_dir, save_dir, data):
         folder.mkdir(parents=True, exist_ok=True)
     fake = bin_dir / "fairseq-train"
     fake.write_text(FAKE_FAIRSEQ_TRAIN.format(python=sys.executable, valid_line=VALID_LINE))
     fake.chmod(stat.S_IRWXU)
-    torch.save({"model": {}}, save_dir / "checkpoint_last.pt")  # read by train.sh's checks before a resume
+    # read by train.sh's checks before a resume
+    torch.save(checkpoint or {"model": {}}, save_dir / "checkpoint_last.pt")
     (save_dir / "train.log").write_text(before + "".join(valid_line(e, loss) for e, loss in log))
     env = {**os.environ, "PYTHON": sys.executable, "PATH": f"{bin_dir}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
            "FAKE_LOSSES": losses, **({"FAKE_LAST": str(last)} if last else {})}
@@ -195,6 +196,52 @@ def test_train_sh_refuses_the_log_of_another_run(tmp_path):
                                      "--arch tree_transformer\n")
     assert result.returncode == 0, result.stderr[-2000:]
     assert calls
+
+
+def saved_run(epoch: int, batches: int, updates: int, max_tokens: int = 4096, seed: int = 1) -> dict:
+    """A checkpoint_last.pt's training state as fairseq saves it: ``batches`` into ``epoch`` (0: the
+    epoch before it done)."""
+    return {"model": {}, "cfg": {"dataset": {"max_tokens": max_tokens, "batch_size": None,
+                                             "required_batch_size_multiple": 8}, "common": {"seed": seed}},
+            "extra_state": {"train_iterator": {"version": 2, "epoch": epoch, "iterations_in_epoch": batches,
+                                               "shuffle": True}},
+            "optimizer_history": [{"num_updates": updates}]}
+
+
+def test_train_sh_refuses_other_batches_mid_epoch(tmp_path):
+    """fairseq resumes mid-epoch by skipping as many batches of the epoch as the checkpoint had
+    trained on, batches built with the command's --max-tokens (and --seed, ...): with other ones,
+    sentences of the epoch are skipped or seen twice. Refused; from an end-of-epoch checkpoint the next
+    epoch's batches are built afresh, and the change is allowed."""
+    log = [(1, 5.0), (2, 4.0)]
+    result, calls, _ = resume(tmp_path, log, "3:3.9", "dataset.max_tokens=2048", checkpoint=saved_run(3, 17, 217))
+    assert result.returncode == 2 and calls == []
+    save_dir = tmp_path / "ck"
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"train.sh: error: {save_dir / 'checkpoint_last.pt'} is mid-epoch, at update 217 (17 batches into epoch 3), "
+        "and this command changes --max-tokens 4096 to 2048: fairseq's resume skips the epoch's first 17 batches "
+        "as this command builds them, so sentences of epoch 3 would be skipped or seen twice. Resume with the same "
+        "--max-tokens, or from an end-of-epoch checkpoint")
+    # the same, checked as train.sh checks (without its runs of fairseq's parser for each case)
+    from tree_fairseq.cli.config_args import config_to_args, load_config
+    from tree_fairseq.cli.resume_check import check
+
+    def command(*overrides):
+        config = load_config(str(ROOT / "configs" / "iwslt_lowres_tree_transformer.yaml"),
+                             [f"task.data={tmp_path / 'data'}", f"common.user_dir={ROOT / 'tree_fairseq'}", *overrides])
+        return ["fairseq-train", *config_to_args(config)]
+
+    torch.save({"model": {}}, save_dir / "checkpoint2.pt")
+    torch.save(saved_run(3, 17, 217), save_dir / "checkpoint_last.pt")
+    message = check(str(save_dir), command("dataset.max_tokens=2048", "common.seed=2"))
+    assert "changes --max-tokens 4096 to 2048, --seed 1 to 2: " in message
+    assert message.endswith(f"Resume with the same --max-tokens and --seed, or from an end-of-epoch checkpoint (cp "
+                            f"{save_dir / 'checkpoint2.pt'} {save_dir / 'checkpoint_last.pt'})")
+    # the same batches mid-epoch, or other ones from the epoch's start, or a dataloader reset: resumed
+    assert check(str(save_dir), command("optimization.max_update=500")) is None
+    assert check(str(save_dir), command("dataset.max_tokens=2048") + ["--reset-dataloader"]) is None
+    torch.save(saved_run(3, 0, 200), save_dir / "checkpoint_last.pt")
+    assert check(str(save_dir), command("dataset.max_tokens=2048")) is None
 
 
 def test_train_sh_resume_stops_when_fairseq_stops_for_its_own_reason(tmp_path):

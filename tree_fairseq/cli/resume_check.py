@@ -15,12 +15,21 @@ naming what to do, when
   other sizes (the ``*_dim``, ``*_layers`` and ``*_heads`` of its model config against those fairseq
   resolves for the command). fairseq would fail to load its parameters, or load them into a model
   that differs;
+- checkpoint_last.pt is mid-epoch (saved with --save-interval-updates, or by a run stopped there)
+  and the command builds other training batches: another ``--max-tokens``, ``--batch-size``,
+  ``--required-batch-size-multiple``, ``--seed`` (the epoch's shuffle) or ``--batch-tokens``.
+  fairseq resumes such a checkpoint by skipping as many batches of the epoch as it had trained on,
+  batches that the command builds anew, so sentences of the epoch would be skipped or seen twice.
+  From an end-of-epoch checkpoint (the next epoch at its first batch) nothing is skipped: the next
+  epoch's batches are built afresh with the command's options, a deliberate change that is allowed
+  (as with ``--reset-dataloader``, which does not resume the epoch);
 - train.log is the log of another run. A run is its data-bin, task, architecture and language
   pair: the last command line of the log (``$ ...``, one per sitting of train.sh) naming another of
   these than the command is another run, whose checkpoint_last.pt fairseq would continue (or whose
   patience count would find it done, and train.sh would exit without training). Every other flag may
-  change between sittings (a higher max_update, a smaller max_tokens, ...); a data-bin given by
-  another path to the same directory, or by a path that no longer exists, is taken as the same.
+  change between sittings (a higher max_update, a smaller max_tokens at an epoch's end, ...); a
+  data-bin given by another path to the same directory, or by a path that no longer exists, is taken
+  as the same.
 """
 
 import argparse
@@ -31,6 +40,10 @@ import sys
 
 # Model options that change the parameters' shapes or what they compute.
 _SIZE_KEYS = re.compile(r".*_(dim|layers|heads)")
+# The options that build the training batches: (config group, key, fairseq-train flag).
+_BATCH_KEYS = (("dataset", "max_tokens", "--max-tokens"), ("dataset", "batch_size", "--batch-size"),
+               ("dataset", "required_batch_size_multiple", "--required-batch-size-multiple"),
+               ("common", "seed", "--seed"), ("task", "batch_tokens", "--batch-tokens"))
 # The options that make a run (fairseq-train flag, then the same for fairseq-hydra-train).
 _RUN_KEYS = {"task": ("--task", "task._name"), "arch": ("--arch", "model._name"),
              "source_lang": ("--source-lang", "task.source_lang"), "target_lang": ("--target-lang", "task.target_lang")}
@@ -50,6 +63,9 @@ def check(save_dir: str, command: list[str]) -> str | None:
         if problem:
             return (f"{save_dir} holds a checkpoint of another {problem}: choose another SAVE-DIR, or move "
                     f"{save_dir}/checkpoint*.pt and train.log away to train afresh there")
+        problem = _other_batches_mid_epoch(state, command, save_dir)
+        if problem:
+            return problem
     return _other_run(os.path.join(save_dir, "train.log"), command)
 
 
@@ -84,6 +100,55 @@ def _other_model(state: dict, command: list[str]) -> str | None:
 
     return (f"model size: checkpoint_last.pt is {old} with {sizes(saved)}, "
             f"this command trains {new} with {sizes(trained)}")
+
+
+def _other_batches_mid_epoch(state: dict, command: list[str], save_dir: str) -> str | None:
+    """Why resuming ``state`` (checkpoint_last.pt) mid-epoch with ``command`` would skip or repeat
+    sentences of the epoch: the command builds other batches (None: it does not, or the checkpoint is
+    at an epoch's end, or the command resets the dataloader)."""
+    try:
+        iterator = state["extra_state"]["train_iterator"]
+        epoch, batches = int(iterator["epoch"]), int(iterator.get("iterations_in_epoch", 0))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if batches == 0 or "--reset-dataloader" in command:
+        return None
+    saved = _saved_config(state)
+    trained = _resolved_model_args(command)
+    if saved is None or trained is None:
+        return None
+    changed = [(flag, saved[(group, key)], trained[key]) for group, key, flag in _BATCH_KEYS
+               if (group, key) in saved and key in trained and str(saved[(group, key)]) != str(trained[key])]
+    if not changed:
+        return None
+    history = state.get("optimizer_history") or [{}]
+    updates = history[-1].get("num_updates")
+    at = f"at update {updates} ({batches} batches into epoch {epoch})" if updates is not None else (
+        f"{batches} batches into epoch {epoch}")
+    last = os.path.join(save_dir, "checkpoint_last.pt")
+    before = os.path.join(save_dir, f"checkpoint{epoch - 1}.pt")
+    instead = f" (cp {before} {last})" if os.path.exists(before) else ""
+    changes = ", ".join(f"{flag} {_shown(old)} to {_shown(new)}" for flag, old, new in changed)
+    return (f"{last} is mid-epoch, {at}, and this command changes {changes}: fairseq's resume skips the "
+            f"epoch's first {batches} batches as this command builds them, so sentences of epoch {epoch} would be "
+            f"skipped or seen twice. Resume with the same {' and '.join(flag for flag, _, _ in changed)}, or from an "
+            f"end-of-epoch checkpoint{instead}")
+
+
+def _shown(value) -> str:
+    return "none" if value is None else str(value)
+
+
+def _saved_config(state: dict) -> dict | None:
+    """``{(group, key): value}`` of the run that saved ``state``, for the keys of :data:`_BATCH_KEYS`."""
+    cfg = state.get("cfg")
+    if cfg:
+        return {(group, key): cfg[group][key] for group, key, _ in _BATCH_KEYS
+                if cfg.get(group) and key in cfg[group]}
+    args = state.get("args")
+    if isinstance(args, argparse.Namespace):  # checkpoints of fairseq before its hydra configs
+        return {(group, key): getattr(args, key) for group, key, _ in _BATCH_KEYS if hasattr(args, key)}
+    return None
 
 
 def _model_config(state: dict) -> dict | None:
