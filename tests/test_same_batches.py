@@ -7,10 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import cli_args, subprocess_env
 
-from tree_fairseq.analysis.same_batches import Interval, load_task, logged_intervals, training_batches
+from tree_fairseq.analysis.same_batches import Interval, load_task, logged_intervals, main, training_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = str(ROOT / "scripts" / "check_same_batches.py")
@@ -119,3 +120,36 @@ def test_a_missing_log_or_data_bin_is_named(tiny_databin, tmp_path):
     (tmp_path / "train.log").write_text("2026 | INFO | fairseq_cli.train | nothing trained\n", encoding="utf-8")
     result = check(str(tiny_databin), *common, "--log", str(tmp_path / "train.log"))
     assert result.returncode != 0 and "no train_inner line with wpb, bsz and num_updates" in result.stderr
+
+
+def test_a_log_cut_inside_its_last_line_is_read_without_it(tiny_databin, tmp_path, capsys):
+    """A log read while its run writes it, or copied from a run stopped mid-line, ends inside a line:
+    that line (here cut inside ``num_updates=30``) is left out, with a note naming it, not read as
+    the updates 21 to 3 (no batches: a mean of nothing)."""
+    task = load_task(str(tiny_databin), "de", "en")
+    batches, sizes = training_batches(task, SEED, 1, MAX_TOKENS)[0], task.dataset("train").tgt_sizes
+    lines = []
+    for end in range(10, 31, 10):
+        span = batches[end - 10:end]
+        wpb, bsz = (round(float(np.mean(values)), 1) for values in ([sizes[batch].sum() for batch in span],
+                                                                      [len(batch) for batch in span]))
+        lines.append(f"2026 | INFO | train_inner | epoch 001:     {end} / {len(batches)} loss=9.1, wpb={wpb}, "
+                     f"bsz={bsz}, num_updates={end}, lr=1\n")
+    log = tmp_path / "train.log"
+    text = "".join(lines)
+    log.write_text(text[:text.rindex("num_updates=") + len("num_updates=3")])
+    assert main([str(tiny_databin), "-s", "de", "-t", "en", "--seed", str(SEED), "--max-tokens", str(MAX_TOKENS),
+                 "--log", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out
+    assert (f"{log}: line 3 is cut short (it ends without a newline: the log was read or copied while its run wrote "
+            "it, or the run stopped mid-line): left out") in out
+    assert f"{log}: 2 train_inner lines, 2 within the 1 epochs" in out
+    # a train_inner line that does not go past the updates before it is refused, naming it
+    log.write_text(lines[0] + lines[1].replace("num_updates=20", "num_updates=2"))
+    with pytest.raises(SystemExit) as exited:
+        main([str(tiny_databin), "-s", "de", "-t", "en", "--seed", str(SEED), "--max-tokens", str(MAX_TOKENS),
+              "--log", str(log)])
+    assert str(exited.value.code) == (
+        f"{log}: line 2: a train_inner line at update 2, not after update 10 of the line before it: the line is "
+        "damaged, or lines of the log are missing")

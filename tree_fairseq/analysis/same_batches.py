@@ -16,7 +16,10 @@ Two checks, each of which can fail:
    (One batch is one update here: a run with ``--update-freq`` above 1 sums several, and disagrees.)
 
 The log is fairseq's ``simple`` format (``scripts/train.sh``'s ``train.log``, or fairseq-train's
-output when not on a terminal). The command line is ``scripts/check_same_batches.py``.
+output when not on a terminal). A last line without its newline (the log read or copied while its
+run wrote it, or the run stopped mid-line) is left out with a note: cut inside ``num_updates=150``
+it would say 15. A ``train_inner`` line that does not go past the updates of the line before it is
+refused, naming it. The command line is ``scripts/check_same_batches.py``.
 """
 
 import argparse
@@ -46,6 +49,7 @@ class Interval:
     logged: tuple[float, float]  # (wpb, bsz) as the log prints them
     after_resume: bool = False  # the first line of a sitting resumed from a checkpoint
     computed: tuple[float, float] | None = None  # the same from the batches (None: beyond them)
+    line: int = 0  # its line of the log (1: the first)
 
     @property
     def agrees(self) -> bool:
@@ -88,7 +92,7 @@ def training_batches(task, seed: int, epochs: int, max_tokens: int, max_position
 def logged_intervals(lines) -> list[Interval]:
     """Every ``train_inner`` line of a fairseq-train log, in order, with the updates it covers."""
     found, start, resumed_at = [], 0, None
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         resumed = _RESUMED.search(line)
         if resumed:
             start = resumed_at = int(resumed.group(1))
@@ -104,7 +108,7 @@ def logged_intervals(lines) -> list[Interval]:
             continue
         end = int(values["num_updates"])
         found.append(Interval(start, end, int(inner.group(1)), (float(values["wpb"]), float(values["bsz"])),
-                              after_resume=start == resumed_at))
+                              after_resume=start == resumed_at, line=number))
         start, resumed_at = end, None
     return found
 
@@ -150,16 +154,24 @@ def main(argv=None) -> int:
     if not os.path.isfile(os.path.join(args.databin, f"dict.{args.source_lang}.txt")):
         sys.exit(f"{args.databin}: no data-bin of source language {args.source_lang} "
                  f"(no dict.{args.source_lang}.txt)")
-    intervals = []
+    intervals, cut = [], None
     if args.log:
         try:
             with open(args.log, encoding="utf-8", errors="replace") as log:
-                intervals = logged_intervals(log)
+                lines = log.readlines()
         except OSError as error:
             sys.exit(f"{args.log}: {error.strerror}")
+        if lines and not lines[-1].endswith("\n"):
+            cut, lines = len(lines), lines[:-1]
+        intervals = logged_intervals(lines)
         if not intervals:
             sys.exit(f"{args.log}: no train_inner line with wpb, bsz and num_updates "
                      "(fairseq-train's simple log format is read)")
+        for interval in intervals:
+            if interval.end <= interval.start:
+                sys.exit(f"{args.log}: line {interval.line}: a train_inner line at update {interval.end}, not after "
+                         f"update {interval.start} of the line before it: the line is damaged, or lines of the log "
+                         "are missing")
     epochs = args.epochs or max((interval.epoch for interval in intervals), default=0)
     if epochs < 1:
         sys.exit("--epochs is needed without --log")
@@ -174,6 +186,9 @@ def main(argv=None) -> int:
           f"in order) in {same} of {epochs} epochs; {len(reference[0])} updates an epoch")
     ok = same == epochs
     if intervals:
+        if cut:
+            print(f"{args.log}: line {cut} is cut short (it ends without a newline: the log was read or copied while "
+                  "its run wrote it, or the run stopped mid-line): left out")
         compute(intervals, reference, translation.dataset("train").tgt_sizes)
         checked = [interval for interval in intervals if interval.computed is not None]
         wrong = [interval for interval in checked if not interval.agrees]
