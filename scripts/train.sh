@@ -6,9 +6,11 @@
 # CONFIG is a name in configs/ (iwslt_tree_transformer) or a YAML file. By default the config is
 # turned into fairseq-train flags (tree-fairseq-config-args) and fairseq-train runs; with --hydra,
 # fairseq-hydra-train reads the YAML itself. GROUP.KEY=VALUE overrides a config value in both
-# modes (optimization.max_update=1000, model.dropout=0.2); with --hydra, hydra refuses a key the
-# YAML does not set: write it ++GROUP.KEY=VALUE (hydra's add-or-override). Further --flags go to
-# fairseq-train (not with --hydra). An interrupted run continues from SAVE-DIR/checkpoint_last.pt, as fairseq does,
+# modes (optimization.max_update=1000, model.dropout=0.2); with --hydra, hydra refuses a key that
+# the YAML's model, task, criterion, ... do not set: write it ++GROUP.KEY=VALUE (hydra's
+# add-or-override; +GROUP.KEY=VALUE adds a key the YAML lacks). Every override, in both modes, is
+# checked as a key fairseq knows. Further --flags go to fairseq-train (not with --hydra). An
+# interrupted run continues from SAVE-DIR/checkpoint_last.pt, as fairseq does,
 # and stops where it would have stopped uninterrupted: fairseq restarts its early-stop count
 # (checkpoint.patience) on a resume, so train.sh counts the validations of SAVE-DIR/train.log
 # instead and trains at most to the epoch that count allows, then counts again (not with --hydra).
@@ -39,7 +41,7 @@ shift 3
 
 OVERRIDES=() FLAGS=()
 for arg in "$@"; do
-    if [[ $arg =~ ^[a-z_]+\.[A-Za-z_.]+= ]]; then OVERRIDES+=("$arg"); else FLAGS+=("$arg"); fi
+    if [[ $arg =~ ^\+{0,2}[a-z_]+\.[A-Za-z_.]+= ]]; then OVERRIDES+=("$arg"); else FLAGS+=("$arg"); fi
 done
 USER_DIR=$ROOT/tree_fairseq
 mkdir -p "$SAVE_DIR"

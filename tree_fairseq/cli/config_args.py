@@ -4,6 +4,9 @@
 
 prints one flag (and its value) per line; ``GROUP.KEY=VALUE`` overrides a value first, as on
 fairseq-hydra-train's command line (``task.eval_bleu=false``, ``model._name=tree_transformer``).
+Hydra's ``+GROUP.KEY=VALUE`` (add a key the config lacks; one it sets is refused, as hydra refuses
+it) and ``++GROUP.KEY=VALUE`` (add or override) are taken too, so that scripts/train.sh gives
+the same overrides in both its modes.
 The mapping is fairseq's own: ``KEY`` of any group becomes ``--key-with-dashes``; the ``_name`` of
 ``task``, ``model``, ``criterion``, ``optimizer``, ``lr_scheduler`` ... becomes ``--task``,
 ``--arch``, ``--criterion``, ``--optimizer``, ``--lr-scheduler``; ``task.data`` is the positional
@@ -31,9 +34,14 @@ def load_config(path: str, overrides: list[str] = ()) -> dict:
         config = yaml.safe_load(f) or {}
     for override in overrides:
         key, sep, value = override.partition("=")
-        if not sep or "." not in key:
-            raise ValueError(f"override {override!r} is not GROUP.KEY=VALUE")
+        plus = len(key) - len(key.lstrip("+"))
+        key = key[plus:]
+        if not sep or "." not in key or plus > 2:
+            raise ValueError(f"override {override!r} is not GROUP.KEY=VALUE (or +GROUP.KEY=VALUE, ++GROUP.KEY=VALUE)")
         group, name = key.split(".", 1)
+        if plus == 1 and name in (config.get(group) or {}):
+            raise ValueError(f"override {override!r}: the config sets {key} already, and + only adds a key: write "
+                             f"{key}={value}, or ++{key}={value}")
         config.setdefault(group, {})[name] = yaml.safe_load(value) if value else None
     return config
 

@@ -211,7 +211,7 @@ def run_of_line(line: str) -> dict[str, str]:
     program, _, rest = line.partition(" ")
     words = rest.split()
     if program.endswith("fairseq-hydra-train"):
-        overrides = dict(word.split("=", 1) for word in words if "=" in word)
+        overrides = dict(word.lstrip("+").split("=", 1) for word in words if "=" in word)  # hydra's +KEY, ++KEY
         run = {key: overrides[override] for key, (_, override) in _RUN_KEYS.items() if override in overrides}
         if "task.data" in overrides:
             run["data"] = overrides["task.data"]
