@@ -1,21 +1,23 @@
 """Parent-scaled self-attention, PASCAL (Bugliarello and Okazaki, ACL 2020, "Enhancing Machine
 Translation with Dependency-Aware Self-Attention"): the fairseq wiring of
 :mod:`tree_fairseq.modules.parent_scaled_attention`. docs/methods.md (section 6) lists the
-paper's settings against this code.
+method's settings (as this project's description of the paper and the released code give them;
+the paper's text was not at hand) against this code.
 
 Encoder: fairseq's transformer encoder (embeddings, sinusoidal positions, layers, final layer
 norm) in which the self-attention of the layers ``--pascal-layers`` (default ``1``, the first, as
-in the paper) has ``--pascal-heads`` parent-scaled heads; the other layers are fairseq's own.
-The parent weights are computed once per batch from the batch's ``src_parent_spans`` and shared
-by those layers (each draws its own parent-ignoring in training). Decoder: fairseq's transformer
-decoder, unchanged (its cross-attention keeps keys and values per source sentence in beam
-search, :class:`~tree_fairseq.models.common.SentenceCrossAttentionDecoder`).
+in the description and every released training script) has ``--pascal-heads`` parent-scaled
+heads; the other layers are fairseq's own. The parent weights are computed once per batch from
+the batch's ``src_parent_spans`` and shared by those layers (each draws its own parent-ignoring
+in training). Decoder: fairseq's transformer decoder, unchanged (its cross-attention keeps keys
+and values per source sentence in beam search,
+:class:`~tree_fairseq.models.common.SentenceCrossAttentionDecoder`).
 
 The model reads each source piece's dependency parent, which ``--task dependency_translation``
 puts in the batch (a data-bin with parents: tree-fairseq-preprocess with
 ``{pref}.heads.{src}``); the task's tree keys are accepted and ignored.
 
-Options (the paper's, :class:`PascalTransformerConfig`): ``--pascal-heads`` P,
+Options (each one the released code has, :class:`PascalTransformerConfig`): ``--pascal-heads`` P,
 ``--pascal-layers``, ``--pascal-weight normal|uniform``, ``--pascal-sigma`` σ (the Gaussian's
 standard deviation, default 1), ``--pascal-window`` (the uniform window's half-width, default 1),
 ``--pascal-parent-position middle|first`` (where a parent word of several pieces sits, default
@@ -259,7 +261,8 @@ def pascal_defaults(args, heads: int):
 
 
 # The released training script of the paper's WMT16 en-de model scales 5 of the 8 heads of the
-# first layer; at 4 heads (IWSLT, tiny) half of them are chosen here.
+# first layer (its scripts for other data use 2, 7 or 8 of 8); at 4 heads (IWSLT, tiny) half of
+# them are chosen here.
 BASE_PASCAL_HEADS = 5
 
 

@@ -1,11 +1,13 @@
 """Parent-scaled self-attention, PASCAL (Bugliarello and Okazaki, ACL 2020, "Enhancing Machine
 Translation with Dependency-Aware Self-Attention", arXiv 1909.03149). docs/methods.md
-(section 6) lists the paper's settings against this code.
+(section 6) lists the method's settings against this code.
 
-What the paper prints. In ``P`` heads of the encoder's first self-attention layer, for the query
-token ``i`` whose dependency parent sits at position ``p_i``, the scaled dot products
-``S_ij = q_i · k_j / sqrt(d)`` are multiplied, elementwise and before the softmax, by a weight
-over the key positions ``j`` centred on the parent::
+The method, as this project's description of the paper gives it (the paper's text was not at
+hand here, so nothing below is quoted from it) and as the released code (github.com/e-bug/pascal)
+computes it for a batch of one sentence. In ``P`` heads of the encoder's first self-attention
+layer, for the query token ``i`` whose dependency parent sits at position ``p_i``, the scaled dot
+products ``S_ij = q_i · k_j / sqrt(d)`` are multiplied, elementwise and before the softmax, by a
+weight over the key positions ``j`` centred on the parent::
 
     w_ij = N(j; p_i, σ²) = exp(-(j - p_i)² / (2σ²)) / sqrt(2πσ²)        (σ² = 1 by default)
     S'_ij = S_ij · w_ij,        head output = softmax(S') V
@@ -13,8 +15,10 @@ over the key positions ``j`` centred on the parent::
 The other heads of the layer are standard; there are no new parameters. With subword pieces,
 every piece of a word gets its word's parent, and a parent's position is the middle of its
 word's pieces (the mean of their positions; the first piece as an option); the root is its own
-parent. Options of the paper exposed here: ``P``, ``σ``, which encoder layers, a uniform window
-instead of the Gaussian, and parent-ignoring (a dropout of the parent weighting in training).
+parent. Options exposed here, each one the released code has: ``P`` (its training scripts use 2,
+5, 7 and 8 of 8 heads, for different data), ``σ``, which encoder layers, a uniform window instead
+of the Gaussian, and parent-ignoring (a dropout of the parent weighting in training; 0.3 or 0.4 in
+some of its scripts, 0 in the others).
 
 Where this module stands:
 
@@ -41,7 +45,7 @@ Where this module stands:
   per row of the weights it builds: per sentence, head and query token).
 
 The released code (github.com/e-bug/pascal, ``fairseq/fairseq/modules/multihead_pascal.py``,
-read for understanding only) departs from the paper where batches hold more than one sentence.
+read for understanding only) departs from the method where batches hold more than one sentence.
 Its attention rows are laid out sentence-major (``q.view(tgt_len, bsz * num_heads, head_dim)``:
 row ``b·H + h``), while the weights are built per sentence with the ``P`` copies side by side
 (``.repeat(1, num_pascal_heads, 1).view(-1, n, n)``: row ``b·P + h``) and multiplied into the
@@ -50,7 +54,7 @@ row ``b·H + h``), while the weights are built per sentence with the ``P`` copie
 row ``r`` scaled with the parents of sentence ``r - 112``: sentence 14's head ``h`` gets
 sentence ``h``'s parents, sentence 15's head ``h`` sentence ``8 + h``'s (its own on its last
 head only), and the other 14 sentences get no parent weighting at all. With one sentence per
-batch (``bsz = 1``) the last ``P`` heads get its own parents, as the paper says. Its encoder
+batch (``bsz = 1``) the last ``P`` heads get its own parents, as the method has it. Its encoder
 (``fairseq/fairseq/models/pascal_transformer.py``) reads the parents as numbers from a tag
 dictionary, a tag that is none (EOS, padding) becoming the batch's last column. Its data
 (``fairseq/fairseq/data/tags_language_pair_dataset.py``) collates the sources left-padded
