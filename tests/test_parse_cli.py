@@ -158,6 +158,26 @@ def test_a_full_disk_while_joining_keeps_the_earlier_heads_beside_the_earlier_tr
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_a_resumed_run_with_every_chunk_finished_checks_the_parser_output_from_its_last_line(tmp_path, monkeypatch):
+    """The aligning parsers check that their file ends with the input; a resumed run that parses no
+    chunk (the join was cut short) reads it up to the input's last line first."""
+    import errno
+    import shutil
+
+    (tmp_path / "text").write_text("a b\nc d\ne f\n", encoding="utf-8")
+    (tmp_path / "parsed").write_text("(S a b)\n(S c d)\n(S e f)\n", encoding="utf-8")
+    (tmp_path / "parsed.conllu").write_text("".join(f"1\t{a}\t_\tX\tX\t_\t0\troot\t_\t_\n2\t{b}\t_\tX\tX\t_\t1\tdep\t_\t_\n\n"
+                                                    for a, b in ("ab", "cd", "ef")), encoding="utf-8")
+    copy = shutil.copyfileobj
+    for parser, trees in (("bracketed", "parsed"), ("conllu", "parsed.conllu")):
+        args = ["--parser", parser, "--trees", str(tmp_path / trees), "--chunk-size", "1"]
+        monkeypatch.setattr(parse_cli.shutil, "copyfileobj", lambda *a: (_ for _ in ()).throw(OSError(errno.ENOSPC, "")))
+        with pytest.raises(SystemExit, match="no space left"):
+            run(tmp_path, *args)
+        monkeypatch.setattr(parse_cli.shutil, "copyfileobj", copy)
+        assert len(run(tmp_path, *args)) == 3
+
+
 def test_the_next_run_removes_the_partial_output_of_a_killed_one(tmp_path, capsys):
     (tmp_path / "text").write_text("a b\n", encoding="utf-8")
     (tmp_path / "trees.tmp").write_text("(X a b)\n(X half", encoding="utf-8")  # killed while joining

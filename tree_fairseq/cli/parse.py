@@ -272,7 +272,7 @@ def _parse_file(args: argparse.Namespace) -> None:
             shutil.rmtree(parts_dir, ignore_errors=True)
         raise
     if hasattr(parser, "check_exhausted"):
-        parser.check_exhausted()
+        parser.check_exhausted(total)
     description = describe_parser(args.parser, parser, lang=args.lang, spacy_model=args.spacy_model,
                                   dependency_shape=args.dependency_tree_shape, stanza_package=args.stanza_package,
                                   stanza_model_files=stanza_model_files(args), trees=args.trees,

@@ -150,7 +150,10 @@ class BracketedParser:
                 raise TreeError(f"{self.trees_path}: has fewer lines than the input")
             self._next_line += 1
 
-    def check_exhausted(self) -> None:
+    def check_exhausted(self, lines: int) -> None:
+        """TreeError unless the file ends with input line ``lines`` (read up to there first: a resumed
+        run may have parsed none of the last lines here)."""
+        self._skip_to(lines + 1)
         rest = list(itertools.islice(self._lines, 1000))
         if rest and not any(line.strip() for line in rest) and next(self._lines, None) is None:
             raise TreeError(f"{self.trees_path}: ends with {len(rest)} blank line(s) after line {self._next_line - 1}, "
@@ -210,7 +213,9 @@ class ConlluParser:
                 raise TreeError(f"{self.trees_path}: has fewer sentence blocks than the input has lines")
             self._next_block += 1
 
-    def check_exhausted(self) -> None:
+    def check_exhausted(self, lines: int) -> None:
+        """TreeError unless the file ends with the block of input line ``lines`` (read up to there first)."""
+        self._skip_to(lines + 1)
         block = next(self._blocks, None)
         if block is not None:
             raise TreeError(f"{self.trees_path}:{block[0]}: sentence block {self._next_block} is one more than "
