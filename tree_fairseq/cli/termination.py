@@ -81,7 +81,9 @@ def _default_in_child() -> None:
 
 def _live_children() -> list[int]:
     """The process ids of this process's children that have not exited: from ``/proc`` (every
-    thread's children), else multiprocessing's list of its own."""
+    thread's children), else multiprocessing's list of its own. Not multiprocessing's resource
+    tracker, started beside spawned workers: it ignores SIGTERM (a SIGKILL would come only after
+    10 s), and ends by itself once the run has ended."""
     try:
         pids = set()
         for thread in os.listdir("/proc/self/task"):
@@ -96,9 +98,17 @@ def _live_children() -> list[int]:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if state not in ("Z", "X"):
+        if state not in ("Z", "X") and not _resource_tracker(pid):
             live.append(pid)
     return live
+
+
+def _resource_tracker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"multiprocessing.resource_tracker" in f.read()
+    except OSError:
+        return False
 
 
 def _handler(signum, frame) -> None:
