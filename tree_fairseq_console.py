@@ -40,3 +40,11 @@ def average_checkpoints():
 
 def synthetic():
     return _run("synthetic")
+
+
+def parse_worker(*args):
+    """A worker process of tree-fairseq-parse --workers (spawned: a fresh interpreter), started
+    here so that it too loads fairseq and torch only if its parser needs them."""
+    from tree_fairseq.cli.parse import run_worker
+
+    return run_worker(*args)

@@ -99,6 +99,17 @@ def test_interrupted_run_resumes_to_the_same_trees(tmp_path, monkeypatch, french
     assert calls == [1, 11, 21, 21, 31]  # the two finished chunks were not parsed again
 
 
+def test_workers_give_the_trees_heads_and_record_of_one_process(tmp_path, french_trees):
+    """Two processes, each with the pipeline, over chunks of ten lines: the bytes of one process's run."""
+    outputs = {}
+    for workers in ("1", "2"):
+        heads = tmp_path / f"heads{workers}"
+        trees = _parse(tmp_path, FRENCH, "--chunk-size", "10", "--workers", workers, "--heads", str(heads),
+                       name=f"trees{workers}")
+        outputs[workers] = [trees, heads.read_bytes(), (tmp_path / f"trees{workers}.parser.json").read_bytes()]
+    assert outputs["2"] == outputs["1"] and outputs["1"][0] == french_trees
+
+
 def _conllu(nlp_doc) -> str:
     """A parsed Doc as CoNLL-U, as spaCy's converters write it."""
     lines = [f"# text = {nlp_doc.text}"]
@@ -125,6 +136,11 @@ def test_a_pipeline_that_is_not_installed_is_named(tmp_path):
         parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees"), "--parser", "spacy",
                         "--spacy-model", "xx_no_such_pipeline"])
     assert "no spaCy pipeline 'xx_no_such_pipeline'" in str(exit_info.value.code)
+    assert not (tmp_path / "trees.parts").exists()
+    with pytest.raises(SystemExit) as workers_exit:  # said by the first worker, as one process says it
+        parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees"), "--parser", "spacy",
+                        "--spacy-model", "xx_no_such_pipeline", "--workers", "2"])
+    assert workers_exit.value.code == exit_info.value.code
     assert not (tmp_path / "trees.parts").exists()
     with pytest.raises(SystemExit) as exit_info:
         parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / "trees"), "--parser", "spacy"])

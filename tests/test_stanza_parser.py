@@ -208,6 +208,14 @@ def test_an_interrupted_run_resumes_to_the_same_trees(tmp_path, monkeypatch, sta
     assert calls == [1, 5, 9, 9]  # the two finished chunks were not parsed again
 
 
+def test_workers_on_the_cpu_give_the_trees_and_record_of_one_process(tmp_path, stanza_models, stanza_trees):
+    one = _parse_cli(tmp_path, stanza_models, TEXT, "--batch-size", "3", "--chunk-size", "4", name="one")
+    three = _parse_cli(tmp_path, stanza_models, TEXT, "--batch-size", "3", "--chunk-size", "4", "--workers", "3",
+                       name="three")
+    assert three == one == stanza_trees
+    assert (tmp_path / "three.parser.json").read_bytes() == (tmp_path / "one.parser.json").read_bytes()
+
+
 def _pieces(word: str) -> str:
     parts = [word[i:i + 2] for i in range(0, len(word), 2)]
     return " ".join([part + "@@" for part in parts[:-1]] + parts[-1:])

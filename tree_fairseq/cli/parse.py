@@ -61,9 +61,15 @@ import errno
 import hashlib
 import json
 import logging
+import math
+import multiprocessing
+import multiprocessing.connection
 import os
+import pickle
 import shutil
+import signal
 import sys
+import traceback
 
 from tqdm import tqdm
 
@@ -78,6 +84,9 @@ from tree_fairseq.trees.parents import HEAD_CONTROLS, control_heads, format_head
 from tree_fairseq.trees.textio import other_space, utf8_lines
 
 _FINGERPRINT_BLOCK = 1 << 20
+# The thread pools of the libraries a parser may load (torch's OpenMP, MKL, OpenBLAS): one thread in
+# each worker of --workers.
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def _positive_int(text: str) -> int:
@@ -145,6 +154,11 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cpu", action="store_true", help="run stanza on the CPU even with a GPU")
     parser.add_argument("--chunk-size", type=_positive_int, default=2000,
                         help="lines per resumable chunk (default 2000)")
+    parser.add_argument("--workers", type=_positive_int, default=1,
+                        help="processes parsing chunks at once (default 1), each on one thread with its own "
+                        "copy of the parser's model (its memory once per worker); the output is the same "
+                        "whatever the number, and a resumed run reuses the chunks of one with another. Not "
+                        "with stanza on a GPU (--cpu parses on the CPU)")
     parser.add_argument("--on-failure", choices=ON_FAILURE, default="error",
                         help="a sentence the parser could not parse (stanza gave up on it; a --trees line that is "
                         "empty, null, '( )' or broken; a CoNLL-U block without words or not well-formed): error "
@@ -179,6 +193,13 @@ def parse_file(args: argparse.Namespace) -> None:
             raise ValueError(f"{flag} {path}: no such file")
     _check_output(args)
     _check_heads(args)
+    if args.workers > 1 and args.parser == "stanza" and not args.cpu:
+        import torch
+
+        if torch.cuda.is_available():
+            # One process on the GPU, as without --workers; several would share it for no gain.
+            raise ValueError(f"--workers {args.workers}: stanza parses on the GPU in one process; leave out "
+                             f"--workers, or add --cpu to parse in {args.workers} processes on the CPU")
     with output_lock(args.output, "--output"), \
             (output_lock(args.heads, "--heads") if args.heads is not None else contextlib.nullcontext()):
         _parse_file(args)
@@ -243,40 +264,46 @@ def _parse_file(args: argparse.Namespace) -> None:
                   file=sys.stderr)
             os.remove(path)
     total, input_fingerprint = _fingerprint(args.input)
+    # Not --workers: a chunk is the same whichever process parsed it.
     manifest = {"input": [os.path.abspath(args.input), input_fingerprint],
                 "trees": args.trees and [os.path.abspath(args.trees), _fingerprint(args.trees)[1]],
                 "parser": args.parser, "lang": args.lang, "chunk_size": args.chunk_size,
                 "on_failure": args.on_failure}
-    parser = make_parser(args.parser, lang=args.lang, trees=args.trees, model_dir=args.model_dir,
-                         batch_size=args.batch_size, use_gpu=False if args.cpu else None,
-                         on_failure=args.on_failure, spacy_model=args.spacy_model,
-                         dependency_shape=args.dependency_tree_shape, stanza_package=args.stanza_package,
-                         stanza_model_files=stanza_model_files(args))
-    if args.parser in ("spacy", "conllu"):
-        # Another pipeline version parses differently: its chunks are not reused.
-        manifest.update(dependency_tree_shape=args.dependency_tree_shape,
-                        spacy_model=getattr(parser, "version", None))
-    if args.parser == "stanza":
-        # Nor are those of other stanza models.
-        manifest.update(stanza_model=getattr(parser, "version", None))
-    if args.heads is not None:
-        # Chunks of a run without heads (or other ones) have none to join.
-        manifest.update(heads=args.heads_control or "parser",
-                        heads_seed=args.heads_seed if args.heads_control == "random" else None)
-    created = _prepare_parts(parts_dir, manifest)
-    try:
-        _parse_chunks(parser, args, parts_dir, total)
-    except BaseException:
-        # A run that finished no chunk leaves nothing behind; finished chunks stay for the next run.
-        if created and not any(name.endswith(".trees") for name in os.listdir(parts_dir)):
-            shutil.rmtree(parts_dir, ignore_errors=True)
-        raise
-    if hasattr(parser, "check_exhausted"):
-        parser.check_exhausted(total)
-    description = describe_parser(args.parser, parser, lang=args.lang, spacy_model=args.spacy_model,
-                                  dependency_shape=args.dependency_tree_shape, stanza_package=args.stanza_package,
-                                  stanza_model_files=stanza_model_files(args), trees=args.trees,
-                                  model_dir=args.model_dir if args.parser == "stanza" else None)
+    with contextlib.ExitStack() as stack:
+        if args.workers > 1:
+            parser = stack.enter_context(ParserProcesses(args))
+            version, description = parser.version, parser.description
+        else:
+            parser = _make_parser(args)
+            version, description = getattr(parser, "version", None), _describe(args, parser)
+        if args.parser in ("spacy", "conllu"):
+            # Another pipeline version parses differently: its chunks are not reused.
+            manifest.update(dependency_tree_shape=args.dependency_tree_shape, spacy_model=version)
+        if args.parser == "stanza":
+            # Nor are those of other stanza models.
+            manifest.update(stanza_model=version)
+        if args.heads is not None:
+            # Chunks of a run without heads (or other ones) have none to join.
+            manifest.update(heads=args.heads_control or "parser",
+                            heads_seed=args.heads_seed if args.heads_control == "random" else None)
+        created = _prepare_parts(parts_dir, manifest)
+        try:
+            with tqdm(total=total, unit="sent", desc="parse") as bar:
+                if args.workers > 1:
+                    parser.parse(_chunks(args), parts_dir, total, bar)
+                else:
+                    for index, first_line, sentences in _chunks(args):
+                        if not os.path.exists(_chunk_stem(parts_dir, index) + ".trees"):
+                            _write_chunk(parts_dir, index, _chunk_files(parser, sentences, first_line, args))
+                        bar.update(len(sentences))
+        except BaseException:
+            # A run that finished no chunk leaves nothing behind; finished chunks stay for the next run.
+            if created and not any(name.endswith(".trees") for name in os.listdir(parts_dir)):
+                shutil.rmtree(parts_dir, ignore_errors=True)
+            raise
+    if args.parser in ("bracketed", "conllu"):
+        # The processes' parsers read their file only as far as their chunks: one reads it to its end.
+        (parser if args.workers == 1 else _make_parser(args)).check_exhausted(total)
 
     def record(trees_digest: str, heads_digest: str | None, failures: int) -> dict:
         return parse_record(description, lines=total, trees_digest=trees_digest, on_failure=args.on_failure,
@@ -288,30 +315,47 @@ def _parse_file(args: argparse.Namespace) -> None:
     _report_lifts(lifted, total)
 
 
-def _parse_chunks(parser, args, parts_dir, total) -> None:
-    with tqdm(total=total, unit="sent", desc="parse") as bar:
-        chunk: list[list[str]] = []
-        first_line = 1
-        for line_number, line in enumerate(utf8_lines(args.input), start=1):
-            tokens = line.split()
-            if not tokens:
-                raise TreeError(f"{args.input}:{line_number}: empty line: no tokens to parse")
-            if problem := other_space(line):
-                raise TreeError(f"{args.input}:{line_number}: {problem}")
-            chunk.append(tokens)
-            if len(chunk) == args.chunk_size:
-                _parse_chunk(parser, chunk, first_line, args, parts_dir)
-                bar.update(len(chunk))
-                chunk, first_line = [], line_number + 1
-        if chunk:
-            _parse_chunk(parser, chunk, first_line, args, parts_dir)
-            bar.update(len(chunk))
+def _make_parser(args: argparse.Namespace):
+    return make_parser(args.parser, lang=args.lang, trees=args.trees, model_dir=args.model_dir,
+                       batch_size=args.batch_size, use_gpu=False if args.cpu else None,
+                       on_failure=args.on_failure, spacy_model=args.spacy_model,
+                       dependency_shape=args.dependency_tree_shape, stanza_package=args.stanza_package,
+                       stanza_model_files=stanza_model_files(args))
 
 
-def _parse_chunk(parser, sentences, first_line, args, parts_dir) -> None:
-    part = os.path.join(parts_dir, f"{(first_line - 1) // args.chunk_size:08d}.trees")
-    if os.path.exists(part):
-        return
+def _describe(args: argparse.Namespace, parser) -> dict:
+    """The record's description of ``parser`` (:func:`~tree_fairseq.parsing.record.describe_parser`)."""
+    return describe_parser(args.parser, parser, lang=args.lang, spacy_model=args.spacy_model,
+                           dependency_shape=args.dependency_tree_shape, stanza_package=args.stanza_package,
+                           stanza_model_files=stanza_model_files(args), trees=args.trees,
+                           model_dir=args.model_dir if args.parser == "stanza" else None)
+
+
+def _chunks(args: argparse.Namespace):
+    """(index, first line, each line's tokens) of each chunk of the input, in input order; TreeError,
+    naming the file and line, at a line that cannot be parsed (the chunks before it come first)."""
+    chunk: list[list[str]] = []
+    first_line = 1
+    for line_number, line in enumerate(utf8_lines(args.input), start=1):
+        tokens = line.split()
+        if not tokens:
+            raise TreeError(f"{args.input}:{line_number}: empty line: no tokens to parse")
+        if problem := other_space(line):
+            raise TreeError(f"{args.input}:{line_number}: {problem}")
+        chunk.append(tokens)
+        if len(chunk) == args.chunk_size:
+            yield (first_line - 1) // args.chunk_size, first_line, chunk
+            chunk, first_line = [], line_number + 1
+    if chunk:
+        yield (first_line - 1) // args.chunk_size, first_line, chunk
+
+
+def _chunk_stem(parts_dir: str, index: int) -> str:
+    return os.path.join(parts_dir, f"{index:08d}")
+
+
+def _chunk_files(parser, sentences, first_line, args) -> dict[str, str]:
+    """What a chunk's files hold, by suffix: its heads (with --heads), failures, lifts and trees."""
     failures = getattr(parser, "failures", None)
     lifted = getattr(parser, "lifted", [])
     already_failed = len(failures.failed) if failures else 0
@@ -320,17 +364,220 @@ def _parse_chunk(parser, sentences, first_line, args, parts_dir) -> None:
     failed = failures.failed[already_failed:] if failures else []
     dependency = getattr(parser, "dependency", None)
     parsed_heads = dependency.take_heads() if dependency is not None else {}
-    # A chunk's failures, lifts and heads are written first: its .trees exists only with them.
+    files = {}
     if args.heads is not None:
         heads = [control_heads(tokens, args.heads_control, args.heads_seed) if args.heads_control
                  else parsed_heads.get(line) or control_heads(tokens, "next")
                  for line, tokens in enumerate(sentences, start=first_line)]
-        _write_atomically(part.removesuffix(".trees") + ".heads", "".join(format_heads(h) + "\n" for h in heads))
-    _write_atomically(part.removesuffix(".trees") + ".failures",
-                      "".join(f"{line}\t{' '.join(reason.split())}\n" for line, reason in failed))
-    _write_atomically(part.removesuffix(".trees") + ".lifts",
-                      "".join(f"{line}\t{count}\n" for line, count in lifted[already_lifted:]))
-    _write_atomically(part, "".join(tree.to_bracketed() + "\n" for tree in trees))
+        files["heads"] = "".join(format_heads(h) + "\n" for h in heads)
+    files["failures"] = "".join(f"{line}\t{' '.join(reason.split())}\n" for line, reason in failed)
+    files["lifts"] = "".join(f"{line}\t{count}\n" for line, count in lifted[already_lifted:])
+    files["trees"] = "".join(tree.to_bracketed() + "\n" for tree in trees)
+    return files
+
+
+def _write_chunk(parts_dir: str, index: int, files: dict[str, str]) -> None:
+    # A chunk's failures, lifts and heads are written first: its .trees exists only with them.
+    for suffix, text in files.items():
+        _write_atomically(f"{_chunk_stem(parts_dir, index)}.{suffix}", text)
+
+
+class ParserProcesses:
+    """``--workers N``: the chunks parsed by N processes, each with a parser of its own (its own
+    copy of the model). This process reads the input, hands each worker one chunk at a time in
+    input order (the aligning parsers read their file forward only), and writes the chunk files
+    that come back in OUTPUT.parts/, those one process writes: the output is the same, and a
+    resumed run reuses them whatever its --workers. Only this process writes there, so that a
+    worker outliving a killed run cannot add a chunk of the old run to a new one's.
+
+    The workers are started with "spawn", not fork: forking a process whose threads may hold locks
+    (torch's and OpenMP's pools, tqdm's monitor, those of any program calling :func:`main`) can hang
+    the child. Spawned, they are this process's children, which the SIGTERM handler stops
+    (:mod:`tree_fairseq.cli.termination`); each computes on one thread, the processes sharing the
+    cores. The first loads its model before the others start: stanza downloads a missing model
+    once, and a model that cannot be loaded is reported once."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.workers: list[_Worker] = []
+        first = self._start()
+        try:
+            message = first.receive()
+            if message is None:
+                raise ChildProcessError(first.death("loading the parser"))
+            if message[0] == "failed":
+                raise message[1]
+        except BaseException:
+            self.__exit__()
+            raise
+        first.ready = True
+        # Its parser's version and record description, for the manifest and the record.
+        self.version, self.description = message[1:]
+
+    def __enter__(self) -> "ParserProcesses":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for worker in self.workers:
+            worker.process.terminate()
+        for worker in self.workers:
+            worker.process.join()
+            worker.connection.close()
+
+    def _start(self) -> "_Worker":
+        import tree_fairseq_console  # the worker's body, reached from there, loads no fairseq
+
+        connection, child_end = multiprocessing.Pipe()
+        process = multiprocessing.get_context("spawn").Process(
+            target=tree_fairseq_console.parse_worker, args=(self.args, child_end), daemon=True)
+        # Read when the libraries load, in the worker: one thread each.
+        saved = {name: os.environ.get(name) for name in _THREAD_VARIABLES}
+        os.environ.update(dict.fromkeys(_THREAD_VARIABLES, "1"))
+        try:
+            process.start()
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    del os.environ[name]
+                else:
+                    os.environ[name] = value
+        child_end.close()  # the worker's end is the worker's alone: its death ends the pipe
+        self.workers.append(_Worker(process, connection))
+        return self.workers[-1]
+
+    def parse(self, chunks, parts_dir: str, total: int, bar) -> None:
+        """Parse the ``chunks`` (:func:`_chunks`) not finished in ``parts_dir``, starting as many
+        workers as there are such chunks, up to --workers. An error (a line that cannot be parsed,
+        a worker that died) stops the handing out; the chunks in work are finished, and the error
+        of the first chunk in input order is raised: the one a single process stops at."""
+        finished = sum(name.endswith(".trees") for name in os.listdir(parts_dir))
+        for _ in range(min(self.args.workers, -(-total // self.args.chunk_size) - finished) - 1):
+            self._start()
+        errors: list[tuple[float, BaseException]] = []  # (chunk index, error)
+        unfinished = _unfinished(chunks, parts_dir, bar)
+        last_index = -1
+        while True:
+            for worker in [w for w in self.workers if w.ready and w.chunk is None and not w.ended]:
+                if errors or unfinished is None:
+                    break
+                try:
+                    index, first_line, sentences = next(unfinished)
+                except StopIteration:
+                    unfinished = None
+                    break
+                except TreeError as error:  # a line of the chunk after those handed out
+                    errors.append((last_index + 1, error))
+                    break
+                last_index, worker.chunk = index, (index, first_line, len(sentences))
+                if not worker.send((first_line, sentences)):
+                    errors.append((index, ChildProcessError(worker.death(self._lines(worker.chunk)))))
+            busy = [w for w in self.workers if w.chunk is not None and not w.ended]
+            if not busy and (errors or unfinished is None):
+                break
+            for worker in _ready(busy + [w for w in self.workers if not w.ready and not w.ended]):
+                message = worker.receive()
+                chunk, worker.chunk = worker.chunk, None
+                where = chunk[0] if chunk else math.inf
+                if message is None:
+                    errors.append((where, ChildProcessError(worker.death(
+                        self._lines(chunk) if chunk else "loading the parser"))))
+                elif message[0] == "failed":
+                    worker.ended = True
+                    errors.append((where, message[1]))
+                elif message[0] == "ready":
+                    worker.ready = True
+                    if message[1] != self.version:
+                        errors.append((where, ValueError(f"the worker processes loaded different models: "
+                                                         f"{self.version}; {message[1]}")))
+                else:
+                    _write_chunk(parts_dir, chunk[0], message[1])
+                    bar.update(chunk[2])
+        if errors:
+            raise min(errors, key=lambda error: error[0])[1]
+
+    def _lines(self, chunk: tuple[int, int, int]) -> str:
+        _, first_line, count = chunk
+        return f"parsing lines {first_line}-{first_line + count - 1} of {self.args.input}"
+
+
+def _unfinished(chunks, parts_dir: str, bar):
+    """The ``chunks`` not finished in ``parts_dir``; the others counted on ``bar``."""
+    for index, first_line, sentences in chunks:
+        if os.path.exists(_chunk_stem(parts_dir, index) + ".trees"):
+            bar.update(len(sentences))
+        else:
+            yield index, first_line, sentences
+
+
+class _Worker:
+    """One worker process, the parent's end of its pipe, and the chunk it parses: (index, first
+    line, lines), None while it waits for one."""
+
+    def __init__(self, process, connection):
+        self.process, self.connection = process, connection
+        self.ready = False  # its parser loaded
+        self.ended = False  # it failed or died
+        self.chunk: tuple[int, int, int] | None = None
+
+    def send(self, task) -> bool:
+        """Hand it a task; False when it is no longer there to take it."""
+        try:
+            self.connection.send(task)
+            return True
+        except OSError:
+            return False
+
+    def receive(self):
+        """Its next message, None when it died."""
+        try:
+            return self.connection.recv()
+        except (EOFError, OSError):
+            return None
+
+    def death(self, doing: str) -> str:
+        """What ended it, ``doing`` what."""
+        self.ended = True
+        self.process.join()
+        code = self.process.exitcode
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        return (f"a worker process (pid {self.process.pid}) ended ({how}) while {doing}; run the same command "
+                "again: it reuses the chunks finished")
+
+
+def _ready(workers: list[_Worker]) -> list[_Worker]:
+    """The workers with a message (or a death) to read, once there is one."""
+    ready = multiprocessing.connection.wait([worker.connection for worker in workers])
+    return [worker for worker in workers if worker.connection in ready]
+
+
+def run_worker(args: argparse.Namespace, connection) -> None:
+    """A worker process of :class:`ParserProcesses`: loads the parser and says what it is, then
+    answers each chunk handed to it with the chunk's files (:func:`_chunk_files`), until the pipe
+    ends. An error is sent back (with its traceback where it is not one of those a run reports in
+    one line), and ends the worker."""
+    try:
+        parser = _make_parser(args)
+        if "torch" in sys.modules:  # loaded by the parser
+            sys.modules["torch"].set_num_threads(1)
+        connection.send(("ready", getattr(parser, "version", None), _describe(args, parser)))
+        while True:
+            first_line, sentences = connection.recv()
+            connection.send(("done", _chunk_files(parser, sentences, first_line, args)))
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        pass  # the run ended or is gone (Ctrl-C reaches every process: the run says it)
+    except BaseException as error:
+        connection.send(("failed", _sendable(error)))
+
+
+def _sendable(error: BaseException) -> BaseException:
+    """``error`` as a worker sends it: itself when the run says it in one line (and it pickles),
+    else a RuntimeError holding the worker's traceback."""
+    if isinstance(error, (TreeError, ValueError, OSError)):
+        try:
+            return pickle.loads(pickle.dumps(error))
+        except Exception:
+            pass
+    return RuntimeError("a worker process failed:\n" + "".join(traceback.format_exception(error)))
 
 
 def _write_atomically(path: str, text: str) -> None:
