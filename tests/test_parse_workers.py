@@ -3,6 +3,7 @@ process says them; a run stopped (a worker killed, SIGTERM, Ctrl-C) keeps its fi
 the next run, whatever its --workers. The real parsers' runs with workers are tested beside their
 other tests (test_spacy_parser.py, test_stanza_parser.py)."""
 
+import json
 import os
 import re
 import signal
@@ -238,3 +239,96 @@ def test_a_stopped_run_stops_its_workers_and_keeps_the_finished_chunks(tmp_path,
     finished = _finished(tmp_path)
     assert finished and not (tmp_path / "trees.lock").exists() and not (tmp_path / "trees").exists()
     _resumes_to_the_output_of_one_process(tmp_path, finished, workers=1)
+
+
+# Parsing on several machines: docs/parsers.md's command sequence, run as written.
+DOCS_PARSE = 'PARSE="tree-fairseq-parse --parser spacy --spacy-model en_core_web_sm"'
+TEST_PARSE = 'PARSE="tree-fairseq-parse --parser balanced --heads-control random --heads-seed 3"'
+
+
+def _docs_sequence() -> str:
+    from helpers import code_blocks
+
+    text = (ROOT / "docs" / "parsers.md").read_text(encoding="utf-8")
+    blocks = [block for _, block in code_blocks(text) if "--join" in block]
+    assert len(blocks) == 1 and DOCS_PARSE in blocks[0], blocks
+    return blocks[0]
+
+
+def _bash(script: str, cwd: Path) -> None:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(["bash", "-euc", script], cwd=cwd, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_the_parts_parsed_apart_and_joined_are_one_run_over_the_whole(tmp_path):
+    """docs/parsers.md's sequence (split, a parse per part, --join) with a trivial parser and random
+    heads: the joined trees, heads and record are a single run's, and tree-fairseq-preprocess takes
+    them with their record and heads."""
+    from tree_fairseq.cli import preprocess as preprocess_cli
+
+    lines = [" ".join(f"w{i}x{k}" for k in range(1 + i % 7)) for i in range(50)]
+    (tmp_path / "train.tok.en").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    _bash(_docs_sequence().replace(DOCS_PARSE, TEST_PARSE), tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("part.0?")) == [f"part.0{k}" for k in range(4)]
+    _bash(f"{TEST_PARSE}\n$PARSE --input train.tok.en --output whole.tree --heads whole.heads", tmp_path)
+    for joined, whole in (("train.tree.en", "whole.tree"), ("train.heads.en", "whole.heads"),
+                          ("train.tree.en.parser.json", "whole.tree.parser.json")):
+        assert (tmp_path / joined).read_bytes() == (tmp_path / whole).read_bytes(), joined
+    (tmp_path / "train.en").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    (tmp_path / "train.de").write_text("".join(f"t{i}\n" for i in range(len(lines))), encoding="utf-8")
+    preprocess_cli.main(["--source-lang", "en", "--target-lang", "de", "--trainpref", str(tmp_path / "train"),
+                         "--destdir", str(tmp_path / "bin"), "--workers", "1"])
+    recorded = json.loads((tmp_path / "bin" / "parser.en.json").read_text())["parser"]
+    whole = json.loads((tmp_path / "whole.tree.parser.json").read_text())
+    assert recorded == {**whole, "trees_file": str(tmp_path / "train.tree.en")}  # the heads too: not "unknown"
+    heads = [str(tmp_path / f"part.0{k}.heads") for k in (1, 0, 2, 3)]
+    with pytest.raises(SystemExit) as exit_info:
+        parse_cli.main(["--join", *(str(tmp_path / f"part.0{k}.tree") for k in range(4)), "--join-heads", *heads,
+                        "--output", str(tmp_path / "out"), "--heads", str(tmp_path / "out.heads")])
+    assert str(exit_info.value.code) == (
+        f"tree-fairseq-parse: error: --join-heads {heads[0]} is not the heads file of the parse of "
+        f"{tmp_path / 'part.00.tree'} (its record {tmp_path / 'part.00.tree.parser.json'}): give the parts' heads "
+        "in the parts' order")
+
+
+def test_join_renumbers_the_failures_and_refuses_parts_that_do_not_belong_together(tmp_path, capsys):
+    (tmp_path / "text").write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
+    trees = [f"(S {line})" if i % 4 else "null" for i, line in enumerate(LINES)]
+    for name, rows in (("a", slice(0, 5)), ("b", slice(5, None))):
+        (tmp_path / f"text.{name}").write_text("".join(line + "\n" for line in LINES[rows]), encoding="utf-8")
+        (tmp_path / f"parsed.{name}").write_text("".join(tree + "\n" for tree in trees[rows]), encoding="utf-8")
+        _parse(tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / f"parsed.{name}"), "--on-failure",
+               "left", text=f"text.{name}", output=f"trees.{name}")
+    parts = [str(tmp_path / "trees.a"), str(tmp_path / "trees.b")]
+    capsys.readouterr()
+    parse_cli.main(["--join", *parts, "--output", str(tmp_path / "joined")])
+    assert "3 of 9 lines (33.33%) could not be parsed and got left trees" in capsys.readouterr().err
+    (tmp_path / "parsed").write_text("".join(tree + "\n" for tree in trees), encoding="utf-8")
+    _parse(tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / "parsed"), "--on-failure", "left",
+           output="whole")
+    assert (tmp_path / "joined").read_bytes() == (tmp_path / "whole").read_bytes()
+    assert [line.split("\t")[0] for line in (tmp_path / "joined.failures").read_text().splitlines()] == ["1", "5", "9"]
+    whole, joined = (json.loads((tmp_path / f"{name}.parser.json").read_text()) for name in ("whole", "joined"))
+    assert joined.pop("trees") == [str(tmp_path / "parsed.a"), str(tmp_path / "parsed.b")]  # each part's own
+    assert whole.pop("trees") == str(tmp_path / "parsed") and joined == whole
+
+    def refusal(*args):
+        with pytest.raises(SystemExit) as exit_info:
+            parse_cli.main(["--join", *args, "--output", str(tmp_path / "out")])
+        assert not (tmp_path / "out").exists()
+        return str(exit_info.value.code)
+
+    _parse(tmp_path, "--parser", "bracketed", "--trees", str(tmp_path / "parsed.b"), "--on-failure", "right",
+           text="text.b", output="other.b")
+    assert refusal(parts[0], str(tmp_path / "other.b")) == (
+        f"tree-fairseq-parse: error: --join {tmp_path / 'other.b'} was parsed otherwise than {parts[0]} "
+        "(on_failure: left -> right): parse every part with the same command and installation")
+    (tmp_path / "edited").write_bytes((tmp_path / "trees.b").read_bytes() + b"(X a)\n")
+    os.link(tmp_path / "trees.b.parser.json", tmp_path / "edited.parser.json")
+    assert "--join {} is not the trees its record".format(tmp_path / "edited") in refusal(parts[0], str(tmp_path / "edited"))
+    assert "has no record of tree-fairseq-parse beside it" in refusal(parts[0], str(tmp_path / "text"))
+    assert "the parts were parsed without --heads" in refusal(*parts, "--heads", str(tmp_path / "heads"))
+    assert "--output {} is one of the parts".format(parts[0]) in str(
+        pytest.raises(SystemExit, parse_cli.main, ["--join", *parts, "--output", parts[0]]).value.code)

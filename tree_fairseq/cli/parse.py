@@ -34,6 +34,12 @@ input (and ``--trees``) hold the same bytes, whatever their size and time stamp
 say, and the options are the same; anything else in ``OUTPUT.parts/`` is
 discarded. Options are checked before anything is written.
 
+``--workers N`` parses the chunks in N processes, each with its own copy of the parser's model
+(:class:`ParserProcesses`): the output is that of one process, byte for byte, and the chunks are
+kept and reused as without it, by a resumed run with any ``--workers``. ``--join PART...`` parses
+nothing: it joins the outputs of runs over consecutive parts of one input (parsed on several
+machines) into the output one run over the whole writes, record included (:func:`join_outputs`).
+
 One run at a time writes an output: a second run on the same ``--output`` is refused while the
 first holds ``OUTPUT.lock``. The output cannot be the input (or ``--trees``) file, nor a device.
 The trees are joined into ``OUTPUT.tmp`` and renamed ``OUTPUT`` once complete: a run stopped by a
@@ -76,7 +82,7 @@ from tqdm import tqdm
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.parsing import ON_FAILURE, PARSERS, check_parser_options, make_parser
 from tree_fairseq.parsing.record import (
-    describe_parser, file_digest, parse_record, record_path, write_json_atomically,
+    describe_parser, file_digest, parse_record, read_record, record_path, write_json_atomically,
 )
 from tree_fairseq.trees import TreeError
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
@@ -105,7 +111,13 @@ def get_parser() -> argparse.ArgumentParser:
         description="Write one bracketed source tree per line of tokenised text "
         "(the {pref}.tree.{src} file that tree-fairseq-preprocess reads).",
     )
-    parser.add_argument("--input", required=True, help="tokenised text, one sentence per line")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", help="tokenised text, one sentence per line")
+    source.add_argument("--join", nargs="+", metavar="PART",
+                        help="parse nothing: join the outputs of tree-fairseq-parse runs over consecutive parts of "
+                        "one input (split -n l/K), given in order, into --output as one run over the whole writes "
+                        "it, with one record; the parts' records must agree but for their lines, failures and "
+                        "digests (the same parser, model, options and heads)")
     parser.add_argument("--output", required=True,
                         help="trees, one per input line (work in OUTPUT.parts/ and OUTPUT.lock while running); "
                         "OUTPUT.parser.json beside them records the parser, its model and options")
@@ -149,6 +161,9 @@ def get_parser() -> argparse.ArgumentParser:
                         "the first the root), random (a random projective tree drawn from the line's words and "
                         "--heads-seed: the same line gets the same tree)")
     parser.add_argument("--heads-seed", type=int, default=1, help="seed of --heads-control random (default 1)")
+    parser.add_argument("--join-heads", nargs="+", metavar="PART_HEADS",
+                        help="with --join of parts parsed with --heads: their heads files, in the same order, "
+                        "joined into --heads")
     parser.add_argument("--batch-size", type=_positive_int, default=64,
                         help="sentences per parser call (stanza, spacy)")
     parser.add_argument("--cpu", action="store_true", help="run stanza on the CPU even with a GPU")
@@ -176,13 +191,18 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as error:
         if error.errno != errno.ENOSPC:
             sys.exit(f"tree-fairseq-parse: error: {error}")
+        kept = "" if args.join else f" (the chunks parsed so far are kept in {args.output}.parts/)"
         sys.exit(f"tree-fairseq-parse: error: no space left on the device while writing {args.output}: free some and "
-                 f"run the same command again (the chunks parsed so far are kept in {args.output}.parts/)")
+                 f"run the same command again{kept}")
     except (TreeError, ValueError) as error:
         sys.exit(f"tree-fairseq-parse: error: {error}")
 
 
 def parse_file(args: argparse.Namespace) -> None:
+    if args.join:
+        return join_outputs(args)
+    if args.join_heads:
+        raise ValueError("--join-heads names the heads of the parts of --join PART...")
     # Everything that can be refused is refused before OUTPUT.parts/ is touched.
     check_parser_options(args.parser, lang=args.lang, trees=args.trees, spacy_model=args.spacy_model)
     for flag, path in (("--input", args.input), ("--trees", args.trees)):
@@ -234,6 +254,11 @@ def _check_heads(args: argparse.Namespace) -> None:
     if args.heads_control is None and args.parser not in ("spacy", "conllu"):
         raise ValueError(f"--parser {args.parser} gives no dependency heads: --heads takes a dependency parser's "
                          f"(--parser spacy or conllu), or trivial ones (--heads-control {'/'.join(HEAD_CONTROLS)})")
+    _check_heads_path(args)
+
+
+def _check_heads_path(args: argparse.Namespace) -> None:
+    """--heads names a regular file of its own."""
     if os.path.isdir(args.heads) or (os.path.exists(args.heads) and not os.path.isfile(args.heads)) or \
             _leads_to_a_device(args.heads):
         raise ValueError(f"--heads {args.heads} is not a regular file: give a file path")
@@ -311,7 +336,7 @@ def _parse_file(args: argparse.Namespace) -> None:
                             heads_seed=args.heads_seed, heads_digest=heads_digest)
 
     failures, lifted = _join_parts(parts_dir, args.output, args.heads, record)
-    _report_failures(failures, total, args)
+    _report_failures(failures, total, args.on_failure, args.output)
     _report_lifts(lifted, total)
 
 
@@ -629,13 +654,49 @@ def _joined_files(output: str, heads: str | None) -> list[str]:
 
 def _join_parts(parts_dir: str, output: str, heads: str | None = None,
                 record=None) -> tuple[list[str], list[tuple[int, int]]]:
-    """Write OUTPUT (and OUTPUT.failures when some line failed, the heads when ``heads`` names
-    their file, and OUTPUT.parser.json, ``record(trees digest, heads digest, failures)``, renamed
-    just before OUTPUT: :mod:`tree_fairseq.parsing.record`); returns the failure lines and the
-    (line, arcs lifted) of the non-projective parses. A join that fails (a full disk) leaves none
-    of its files, the chunks kept."""
+    """Join the chunks of ``parts_dir`` (:func:`_write_joined`) and remove it; returns the failure
+    lines and the (line, arcs lifted) of the non-projective parses."""
+    stems = [os.path.join(parts_dir, name.removesuffix(".trees"))
+             for name in sorted(os.listdir(parts_dir)) if name.endswith(".trees")]
+    failures: list[str] = []
+    lifted: list[tuple[int, int]] = []
+    for stem in stems:
+        if os.path.exists(stem + ".failures"):
+            with open(stem + ".failures", encoding="utf-8") as f:
+                failures += f.read().splitlines()
+        if os.path.exists(stem + ".lifts"):
+            with open(stem + ".lifts", encoding="utf-8") as f:
+                lifted += [tuple(map(int, line.split("\t"))) for line in f.read().splitlines()]
+    _write_joined(output, [stem + ".trees" for stem in stems], heads, [stem + ".heads" for stem in stems],
+                  failures, record)
+    shutil.rmtree(parts_dir)
+    return failures, lifted
+
+
+def _write_joined(output: str, trees: list[str], heads: str | None, heads_parts: list[str], failures: list[str],
+                  record=None) -> None:
+    """Write OUTPUT, the ``trees`` files one after the other (and OUTPUT.failures when some line
+    failed, the ``heads_parts`` joined when ``heads`` names their file, and OUTPUT.parser.json,
+    ``record(trees digest, heads digest, failures)``, renamed just before OUTPUT:
+    :mod:`tree_fairseq.parsing.record`). A join that fails (a full disk) leaves none of its files."""
     try:
-        return _join(parts_dir, output, heads, record)
+        heads_digest = None
+        if heads is not None:
+            _concatenate(heads_parts, heads + ".tmp")
+            heads_digest = file_digest(heads + ".tmp")
+        _concatenate(trees, output + ".tmp")
+        if failures:
+            _write_atomically(output + ".failures", "".join(line + "\n" for line in failures))
+        elif os.path.exists(output + ".failures"):
+            os.remove(output + ".failures")  # of an earlier run
+        if record is not None:
+            # The record names the trees by their digest: one left beside other trees is known as such.
+            write_json_atomically(record_path(output),
+                                  record(file_digest(output + ".tmp"), heads_digest, len(failures)))
+        # Written whole, both renamed together: a join that fails leaves the earlier heads beside the earlier trees.
+        if heads is not None:
+            os.replace(heads + ".tmp", heads)
+        os.replace(output + ".tmp", output)
     except BaseException:
         for path in _joined_files(output, heads):
             if os.path.isfile(path):
@@ -643,51 +704,99 @@ def _join_parts(parts_dir: str, output: str, heads: str | None = None,
         raise
 
 
-def _join(parts_dir: str, output: str, heads: str | None, record) -> tuple[list[str], list[tuple[int, int]]]:
-    parts = sorted(p for p in os.listdir(parts_dir) if p.endswith(".trees"))
-    heads_digest = None
-    if heads is not None:
-        with open(heads + ".tmp", "wb") as out:
-            for part in parts:
-                with open(os.path.join(parts_dir, part.removesuffix(".trees") + ".heads"), "rb") as f:
-                    shutil.copyfileobj(f, out)
-        heads_digest = file_digest(heads + ".tmp")
-    failures: list[str] = []
-    lifted: list[tuple[int, int]] = []
-    with open(output + ".tmp", "wb") as out:
-        for part in parts:
-            with open(os.path.join(parts_dir, part), "rb") as f:
+def _concatenate(paths: list[str], target: str) -> None:
+    with open(target, "wb") as out:
+        for path in paths:
+            with open(path, "rb") as f:
                 shutil.copyfileobj(f, out)
-            stem = os.path.join(parts_dir, part.removesuffix(".trees"))
-            if os.path.exists(stem + ".failures"):
-                with open(stem + ".failures", encoding="utf-8") as f:
-                    failures += f.read().splitlines()
-            if os.path.exists(stem + ".lifts"):
-                with open(stem + ".lifts", encoding="utf-8") as f:
-                    lifted += [tuple(map(int, line.split("\t"))) for line in f.read().splitlines()]
-    if failures:
-        _write_atomically(output + ".failures", "".join(line + "\n" for line in failures))
-    elif os.path.exists(output + ".failures"):
-        os.remove(output + ".failures")  # of an earlier run
-    if record is not None:
-        # The record names the trees by their digest: one left beside other trees is known as such.
-        write_json_atomically(record_path(output), record(file_digest(output + ".tmp"), heads_digest, len(failures)))
-    # Written whole, both renamed together: a join that fails leaves the earlier heads beside the earlier trees.
-    if heads is not None:
-        os.replace(heads + ".tmp", heads)
-    os.replace(output + ".tmp", output)
-    shutil.rmtree(parts_dir)
-    return failures, lifted
 
 
-def _report_failures(failures: list[str], total: int, args) -> None:
+def join_outputs(args: argparse.Namespace) -> None:
+    """--join: the outputs of tree-fairseq-parse runs over consecutive parts of one input, joined in
+    order as one run over the whole writes them (:func:`_write_joined`): the trees, the heads, the
+    failures (their lines counted from the start of the whole; each reason names its part) and one
+    record. Each part must be the trees (and heads) its record describes, and the records must
+    agree but for the parts' lines, failures and digests (and the --trees file each part aligned):
+    one parser, model, version, tree shape and heads made them all."""
+    parts, heads_parts = args.join, args.join_heads or []
+    records = [_part_record(part) for part in parts]
+    first = records[0]
+    for part, record in zip(parts[1:], records[1:]):
+        shared, other = _shared(first), _shared(record)
+        differences = [f"{key}: {shared.get(key)} -> {other.get(key)}"
+                       for key in sorted(shared.keys() | other.keys()) if shared.get(key) != other.get(key)]
+        if differences:
+            raise ValueError(f"--join {part} was parsed otherwise than {parts[0]} ({'; '.join(differences)}): "
+                             "parse every part with the same command and installation")
+    if "heads" in first and (args.heads is None or len(heads_parts) != len(parts)):
+        raise ValueError(f"--join: the parts were parsed with --heads: give their heads files, in the same order, to "
+                         f"--join-heads ({len(parts)} files) and the joined file to --heads")
+    if "heads" not in first and (args.heads is not None or heads_parts):
+        raise ValueError("--join: the parts were parsed without --heads: they have no heads to join")
+    for part, path, record in zip(parts, heads_parts, records):
+        if not os.path.isfile(path) or file_digest(path) != record["heads"]["blake2b"]:
+            raise ValueError(f"--join-heads {path} is not the heads file of the parse of {part} (its record "
+                             f"{record_path(part)}): give the parts' heads in the parts' order")
+    _check_output(args)
+    if args.heads is not None:
+        _check_heads_path(args)
+    for flag, path in (("--output", args.output), ("--heads", args.heads)):
+        if path is not None and os.path.realpath(path) in {os.path.realpath(p) for p in parts + heads_parts}:
+            raise ValueError(f"{flag} {path} is one of the parts: write the joined file elsewhere")
+    failures: list[str] = []
+    lines = 0
+    for part, record in zip(parts, records):
+        if record["failures"]:
+            with open(part + ".failures", encoding="utf-8") as f:
+                failures += [f"{int(number) + lines}\t{reason}"
+                             for number, reason in (line.split("\t", 1) for line in f.read().splitlines())]
+        lines += record["lines"]
+
+    def record(trees_digest: str, heads_digest: str | None, failed: int) -> dict:
+        joined = {**first, "lines": lines, "failures": failed, "trees_blake2b": trees_digest}
+        if "heads" in first:
+            joined["heads"] = {**first["heads"], "blake2b": heads_digest}
+        if "trees" in first:
+            joined["trees"] = [record["trees"] for record in records]
+        return joined
+
+    with output_lock(args.output, "--output"), \
+            (output_lock(args.heads, "--heads") if args.heads is not None else contextlib.nullcontext()):
+        _write_joined(args.output, parts, args.heads, heads_parts, failures, record)
+    _report_failures(failures, lines, first["on_failure"], args.output)
+
+
+def _part_record(part: str) -> dict:
+    """The record of a part of --join, which must be that of its trees."""
+    if not os.path.isfile(part):
+        raise ValueError(f"--join {part}: no such file")
+    record = read_record(record_path(part))
+    if not isinstance(record, dict) or record.get("made_by") != "tree-fairseq-parse":
+        raise ValueError(f"--join {part} has no record of tree-fairseq-parse beside it ({record_path(part)}): --join "
+                         "joins the outputs of tree-fairseq-parse")
+    if record.get("trees_blake2b") != file_digest(part):
+        raise ValueError(f"--join {part} is not the trees its record {record_path(part)} describes (edited or "
+                         "replaced since its parse)")
+    return record
+
+
+def _shared(record: dict) -> dict:
+    """What the records of the parts of one input share: all but each part's own lines, failures,
+    digests and --trees file."""
+    shared = {key: value for key, value in record.items() if key not in ("lines", "failures", "trees_blake2b", "trees")}
+    if isinstance(shared.get("heads"), dict):
+        shared["heads"] = {key: value for key, value in shared["heads"].items() if key != "blake2b"}
+    return shared
+
+
+def _report_failures(failures: list[str], total: int, on_failure: str, output: str) -> None:
     if not failures:
         return
     lines = [failure.split("\t", 1)[0] for failure in failures]
     shown = ", ".join(lines[:10]) + (", ..." if len(lines) > 10 else "")
     print(f"tree-fairseq-parse: {len(failures)} of {total} lines ({100 * len(failures) / max(total, 1):.2f}%) "
-          f"could not be parsed and got {args.on_failure} trees over their tokens: lines {shown} "
-          f"(all in {args.output}.failures)", file=sys.stderr)
+          f"could not be parsed and got {on_failure} trees over their tokens: lines {shown} "
+          f"(all in {output}.failures)", file=sys.stderr)
 
 
 def _report_lifts(lifted: list[tuple[int, int]], total: int) -> None:
