@@ -1,7 +1,8 @@
-"""tree-fairseq-parse --workers N: the output of one process, byte for byte; errors said as one
-process says them; a run stopped (a worker killed, SIGTERM, Ctrl-C) keeps its finished chunks for
-the next run, whatever its --workers. The real parsers' runs with workers are tested beside their
-other tests (test_spacy_parser.py, test_stanza_parser.py)."""
+"""A large corpus. tree-fairseq-parse --workers N: the output of one process, byte for byte; errors
+said as one process says them; a run stopped (a worker killed, SIGTERM, Ctrl-C) keeps its finished
+chunks for the next run, whatever its --workers. The real parsers' runs with workers are tested
+beside their other tests (test_spacy_parser.py, test_stanza_parser.py). Parts parsed on several
+machines and joined with --join: docs/parsers.md's sequence gives one run's output and record."""
 
 import json
 import os
