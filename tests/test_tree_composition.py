@@ -33,9 +33,12 @@ def layer_norm_by_hand(y: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     return (y - mean) / (variance + eps) ** 0.5
 
 
-def paper_composition(module: TreeComposition, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def paper_composition(
+    module: TreeComposition, x: torch.Tensor, keep: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Eqs. 4-8 as printed, for one group's rows ``x (c, d)``: every branch and every row in its own
-    loop iteration. Returns each row's ``tanh((x̃ + x) W + b)`` and their sum ``P̃``."""
+    loop iteration. Returns each row's ``tanh((x̃ + x) W + b)`` and their sum ``P̃``. ``keep``
+    ``(c, M, d)``, if given, is the dropout on each branch's PCNN output (0 or 1 / (1 - p))."""
     c, d, d_b = x.size(0), module.embed_dim, module.branch_dim
     x_tilde = torch.zeros(c, d)
     for i in range(module.num_branches):
@@ -51,6 +54,8 @@ def paper_composition(module: TreeComposition, x: torch.Tensor) -> tuple[torch.T
             b_bar[r] = normed * module.kappa[i]
         hidden = torch.relu(b_bar @ module.ffn_in_weight[i] + module.ffn_in_bias[i])  # eq. 6
         pcnn = hidden @ module.ffn_out_weight[i] + module.ffn_out_bias[i]
+        if keep is not None:
+            pcnn = pcnn * keep[:, i]
         x_tilde = x_tilde + module.alpha[i] * pcnn  # eq. 7
     rows = torch.stack([torch.tanh((x_tilde[r] + x[r]) @ module.output_proj.weight.T + module.output_proj.bias)
                         for r in range(c)])
@@ -180,6 +185,33 @@ def test_group_composition_is_equations_4_to_8(form, num_branches):
             torch.testing.assert_close(parents[g], naive_parent, atol=1e-5, rtol=1e-5)
     if form != "residual_mean":
         assert torch.all(states[padding_mask] == 0)
+
+
+@pytest.mark.parametrize("form", ["paper", "paper-head"])
+def test_dropout_masks_are_drawn_over_the_padded_rows(form):
+    """In training, each branch's PCNN output is dropped (eq. 6's dropout) with the mask a seeded
+    ``F.dropout`` draws over the padded rows laid out branch-major ``(M, G, K, d)``: the rows are
+    computed without their padding, but a seeded run keeps the masks of the padded computation."""
+    torch.manual_seed(5)
+    module = trained_like(make(form, 4, ffn_dim=24, dropout=0.4), 4).train()
+    sizes = torch.tensor([1, 3, 2, 5])
+    padding_mask = torch.arange(5) >= sizes.unsqueeze(1)
+    rows = torch.randn(4, 5, DIM).masked_fill(padding_mask.unsqueeze(-1), 0)
+    torch.manual_seed(11)
+    keep = F.dropout(torch.ones(4, 4, 5, DIM), p=0.4, training=True).permute(1, 2, 0, 3)  # (G, K, M, d)
+    torch.manual_seed(11)
+    with torch.no_grad():
+        states, parents = module.compose(rows, padding_mask)
+        dropped = 0
+        for g, size in enumerate(sizes.tolist()):
+            naive_rows, naive_parent = paper_composition(module, rows[g, :size], keep[g, :size])
+            torch.testing.assert_close(states[g, :size], naive_rows, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(parents[g], naive_parent, atol=1e-5, rtol=1e-5)
+            dropped += int((keep[g, :size] == 0).sum())
+    assert dropped > 0 and torch.all(states[padding_mask] == 0)
+    module.eval()
+    with torch.no_grad():
+        assert not torch.allclose(module.compose(rows, padding_mask)[0], states, atol=1e-3)
 
 
 def test_paper_parent_is_a_sum_of_tanh_rows():
