@@ -1,0 +1,83 @@
+"""The study table: training logs read as fairseq writes them, a resumed epoch counted once, runs
+without a log counted and never guessed, and bad inputs refused with the file named."""
+
+import json
+
+import pytest
+
+from tree_fairseq.analysis.methods_table import main, read_training_log, table
+
+
+def epoch_lines(epoch: int, updates: int, train_wall: float, loss: float) -> str:
+    stamp = "2026-11-28 10:00:00 | INFO |"
+    return (
+        f"{stamp} train_inner | epoch {epoch:03d}:     50 / 94 loss=9.1, nll_loss=8.5, num_updates={updates - 44}\n"
+        f"{stamp} train | epoch {epoch:03d} | loss 9.0 | nll_loss 8.4 | ppl 300 | num_updates {updates} "
+        f"| lr 0.001 | gnorm 1.1 | train_wall {train_wall} | wall 900\n"
+        f"{stamp} valid | epoch {epoch:03d} | valid on 'valid' subset | loss {loss} | nll_loss {loss - 1} "
+        f"| ppl 200 | wps 1500 | num_updates {updates} | best_loss {loss}\n"
+    )
+
+
+def write_log(path, epochs):
+    path.write_text("".join(epoch_lines(*epoch) for epoch in epochs))
+    return str(path)
+
+
+def comparison(runs: dict[str, list[str]]) -> dict:
+    systems = {}
+    for name, names in runs.items():
+        bleu = [10.0 + index for index in range(len(names))]
+        systems[name] = {
+            "runs": {run: {"BLEU": value, "chrF": 30.0, "BP": 1.0} for run, value in zip(names, bleu)},
+            "BLEU": {"mean": sum(bleu) / len(bleu), "sd": 0.7071 if len(bleu) == 2 else None},
+            "chrF": {"mean": 30.0, "sd": 0.0 if len(bleu) == 2 else None},
+            "BP": {"mean": 1.0, "sd": 0.0 if len(bleu) == 2 else None},
+        }
+    pair = {"a": "tree", "b": "base", "BLEU": {"difference": 0.5, "interval": [-0.25, 1.25], "p": 0.2, "holm_p": 0.4},
+            "chrF": {"difference": -0.1, "interval": [-1.0, 0.8], "p": 0.9, "holm_p": 1.0}}
+    return {"systems": systems, "pairs": [pair]}
+
+
+def test_log_summary_counts_a_resumed_epoch_once(tmp_path):
+    """Epoch 2 trained twice (killed after it, resumed from epoch 1's checkpoint): its last attempt
+    counts; the best validation loss is epoch 3's; minutes per epoch are the median train_wall."""
+    log = write_log(tmp_path / "run.train.log",
+                    [(1, 94, 600, 9.5), (2, 188, 9000, 9.0), (2, 188, 480, 8.9), (3, 282, 540, 8.5),
+                     (4, 376, 660, 8.7)])
+    summary = read_training_log(log)
+    assert (summary.epochs, summary.updates, summary.best_epoch, summary.best_loss) == (4, 376, 3, 8.5)
+    assert summary.minutes_per_epoch == pytest.approx(570 / 60)  # median of 600, 480, 540, 660
+
+
+def test_a_file_without_epochs_is_refused_by_name(tmp_path):
+    path = tmp_path / "notes.train.log"
+    path.write_text("2026-11-28 10:00:00 | INFO | fairseq_cli.train | started\n")
+    with pytest.raises(ValueError, match="notes.train.log: no epoch was trained and validated"):
+        read_training_log(str(path))
+
+
+def test_table_reads_the_logs_there_and_counts_the_missing(tmp_path):
+    write_log(tmp_path / "tree.train.log", [(1, 94, 600, 9.5), (2, 188, 600, 9.0)])
+    write_log(tmp_path / "tree.seed2.train.log", [(1, 90, 1200, 9.4), (2, 180, 1200, 9.1), (3, 270, 1200, 9.2)])
+    text = table(comparison({"base": ["base", "base.seed2"], "tree": ["tree", "tree.seed2"]}), str(tmp_path))
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines()}
+    assert rows["base"].endswith("| – | – | – | 0 of 2 |")
+    assert "| 10.50 ± 0.71 |" in rows["tree"]
+    assert "| 2.5 ± 0.7 | 229 ± 58 | 15.0 ± 7.1 | 2 of 2 |" in rows["tree"]
+    assert "| tree − base | +0.50 [-0.25, +1.25] | 0.200 (0.400) | -0.10 [-1.00, +0.80] | 0.900 (1.000) |" in text
+
+
+def test_command_line_refusals(tmp_path, capsys):
+    data = tmp_path / "comparison.json"
+    data.write_text(json.dumps(comparison({"tree": ["tree"]})))
+    with pytest.raises(SystemExit, match="--logs .*nowhere: no such folder"):
+        main([str(data), "--logs", str(tmp_path / "nowhere")])
+    (tmp_path / "other.json").write_text(json.dumps({"scores": {}}))
+    with pytest.raises(SystemExit, match="other.json: it has no 'systems'"):
+        main([str(tmp_path / "other.json")])
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(SystemExit, match="broken.json"):
+        main([str(tmp_path / "broken.json")])
+    assert main([str(data)]) == 0
+    assert "| tree | 1 | 10.00 | 30.00 | 1.000 | – | – | – | not read |" in capsys.readouterr().out

@@ -1,0 +1,158 @@
+"""One table of a study's systems: their scores over training seeds beside what training them cost.
+
+A comparison's JSON (``tree-fairseq-compare --json``) holds each system's runs with their BLEU,
+chrF and brevity penalty, and each pair's difference with its interval. The training side is in
+each run's fairseq log, published beside the outputs as ``LOGS/RUN.train.log``. This module
+reads both and prints one Markdown table per study:
+
+- per system: its runs, mean ± sd of BLEU, chrF and BP over them (the comparison's own figures),
+  and from the logs the epochs trained, the updates, and the minutes an epoch took;
+- per pair: the difference of means and its 95% interval, p and Holm's p, for BLEU and chrF.
+
+From a log: the last epoch that was validated, the last ``num_updates`` of an epoch's ``train``
+line, the best validation loss and its epoch, and minutes per epoch as the median over its epochs of
+fairseq's per-epoch ``train_wall`` (a median, because an epoch during which the run was paused or
+shared its core counts its pause; the table says how many runs each figure rests on). A run whose
+log is not there is counted as "log not kept", never guessed.
+
+    python -m tree_fairseq.analysis.methods_table docs/results/iwslt14-lowres-en-de/comparison.json \\
+        --logs docs/results/iwslt14-lowres-en-de/logs
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+
+_FIELD = re.compile(r"\| (\w+) ([^|]+?) (?=\||$)")
+_EPOCH = re.compile(r"\| (train|valid) \| epoch (\d+) \|")
+
+
+@dataclass
+class TrainingLog:
+    """What one fairseq training log says about its run."""
+
+    epochs: int  # the last epoch validated
+    updates: int  # num_updates at the end of the last epoch trained
+    best_loss: float
+    best_epoch: int
+    minutes_per_epoch: float  # median over epochs of train_wall / 60
+
+
+def read_training_log(path: str) -> TrainingLog:
+    """The summary of fairseq's log ``path``; a log with no completed epoch is refused. An epoch
+    trained twice (a run resumed from an earlier checkpoint) counts once, as its last attempt."""
+    trained: dict[int, dict[str, str]] = {}
+    validated: dict[int, dict[str, str]] = {}
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            match = _EPOCH.search(line)
+            if match is None or " | INFO | " not in line:
+                continue
+            fields = dict(_FIELD.findall(line[match.end() - 1:]))
+            kind, epoch = match.group(1), int(match.group(2))
+            if kind == "train" and "train_wall" in fields and "num_updates" in fields:
+                trained[epoch] = fields
+            elif kind == "valid" and "loss" in fields:
+                validated[epoch] = fields
+    if not trained or not validated:
+        raise ValueError(f"{path}: no epoch was trained and validated in it (no '| train | epoch' and "
+                         "'| valid | epoch' lines): not a fairseq training log, or one of a run that never "
+                         "finished an epoch")
+    best_epoch = min(validated, key=lambda epoch: (float(validated[epoch]["loss"]), epoch))
+    try:
+        return TrainingLog(
+            epochs=max(validated),
+            updates=int(trained[max(trained)]["num_updates"]),
+            best_loss=float(validated[best_epoch]["loss"]),
+            best_epoch=best_epoch,
+            minutes_per_epoch=statistics.median(float(fields["train_wall"]) for fields in trained.values()) / 60,
+        )
+    except ValueError as error:
+        raise ValueError(f"{path}: an epoch line has a figure that is not a number ({error})") from None
+
+
+def _mean_sd(values: list[float], digits: int) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def _figure(entry: dict, metric: str, digits: int) -> str:
+    figures = entry.get(metric)
+    if not isinstance(figures, dict) or "mean" not in figures:
+        return "–"
+    if figures.get("sd") is None:
+        return f"{figures['mean']:.{digits}f}"
+    return f"{figures['mean']:.{digits}f} ± {figures['sd']:.{digits}f}"
+
+
+def table(comparison: dict, logs: str | None) -> str:
+    """The Markdown of the systems' table and the pairs' table."""
+    systems = comparison.get("systems") if isinstance(comparison, dict) else None
+    if not isinstance(systems, dict) or not systems:
+        raise ValueError("it has no 'systems': not a tree-fairseq-compare --json file")
+    rows = ["| system | runs | BLEU | chrF | BP | epochs | updates | minutes / epoch | logs |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, entry in systems.items():
+        runs = list(entry.get("runs", {}))
+        read = []
+        for run in runs:
+            path = os.path.join(logs, f"{run}.train.log") if logs else None
+            if path and os.path.exists(path):
+                read.append(read_training_log(path))
+        kept = f"{len(read)} of {len(runs)}" if logs else "not read"
+        rows.append(
+            f"| {name} | {len(runs)} | {_figure(entry, 'BLEU', 2)} | {_figure(entry, 'chrF', 2)} "
+            f"| {_figure(entry, 'BP', 3)} | {_mean_sd([log.epochs for log in read], 1)} "
+            f"| {_mean_sd([log.updates for log in read], 0)} "
+            f"| {_mean_sd([log.minutes_per_epoch for log in read], 1)} | {kept} |"
+        )
+    pairs = comparison.get("pairs") or []
+    if pairs:
+        rows += ["", "| pair (A − B) | BLEU difference [95% interval] | p (Holm) | chrF difference [95% interval] "
+                 "| p (Holm) |", "| --- | --- | --- | --- | --- |"]
+        for pair in pairs:
+            cells = []
+            for metric in ("BLEU", "chrF"):
+                figures = pair[metric]
+                low, high = figures["interval"]
+                cells += [f"{figures['difference']:+.2f} [{low:+.2f}, {high:+.2f}]",
+                          f"{figures['p']:.3f} ({figures['holm_p']:.3f})"]
+            rows.append(f"| {pair['a']} − {pair['b']} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def get_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tree_fairseq.analysis.methods_table",
+        description="Print a comparison's systems (mean ± sd of BLEU, chrF and BP over their runs; epochs, "
+        "updates and minutes per epoch from their training logs) and pairs as Markdown tables.",
+    )
+    parser.add_argument("comparison", help="a tree-fairseq-compare --json file")
+    parser.add_argument("--logs", metavar="DIR",
+                        help="folder of the runs' training logs, RUN.train.log; runs without one are counted "
+                        "in the 'logs' column")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = get_parser().parse_args(argv)
+    if args.logs is not None and not os.path.isdir(args.logs):
+        sys.exit(f"methods_table: error: --logs {args.logs}: no such folder")
+    try:
+        with open(args.comparison, encoding="utf-8") as file:
+            comparison = json.load(file)
+        sys.stdout.write(table(comparison, args.logs))
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        sys.exit(f"methods_table: error: {args.comparison}: {error}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
