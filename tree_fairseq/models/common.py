@@ -4,12 +4,26 @@ encoder layer, the token columns of the attention weights handed to fairseq, the
 ``--task tree_translation`` batch (tree keys passed to the encoder, or accepted and ignored), and
 the tiny test architecture. What is particular to a method stays in its own module."""
 
+from dataclasses import field
 from typing import Optional
 
 import torch
 from torch import Tensor
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase, TransformerModelBase
+
+
+def option(default, help: str, **metadata):
+    """A field of a model's config dataclass: its default and its ``--help`` text (and any other
+    metadata fairseq reads, such as ``choices``). fairseq makes the command-line option of it."""
+    return field(default=default, metadata={"help": help, **metadata})
+
+
+def arch_defaults(args, **values) -> None:
+    """An architecture's defaults: each option of ``values`` that ``args`` has not been given is
+    set to its value (fairseq's ``args.x = getattr(args, "x", value)``)."""
+    for name, value in values.items():
+        setattr(args, name, getattr(args, name, value))
 
 
 class SentenceRowsReorder:
@@ -73,6 +87,52 @@ class NodeLabelEmbedding:
     def forward_node_embedding(self, src_node_labels: Tensor) -> Tensor:
         """Node labels ``(B, m)`` -> ``(B, m, C)``: as the token embeddings, without position."""
         return self.embedding_tail(self.scaled_node_embedding(src_node_labels))
+
+
+class TreeSourceEncoder(NodeLabelEmbedding, SentenceRowsReorder):
+    """The encoder of a ``--task tree_translation`` batch (mix in before fairseq's encoder class):
+    ``forward`` takes the batch's tree keys and hands them, with the leaves' padding mask, to the
+    method's :meth:`encode_tree`. The node-label table is the encoder's ``embed_node_labels``."""
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Tensor,
+        src_node_labels: Tensor,
+        src_node_spans: Tensor,
+        src_node_padding_mask: Tensor,
+        return_all_hiddens: bool = False,
+    ):
+        """The batch of :mod:`tree_fairseq.data.tree_pair_dataset` -> the encoder dictionary."""
+        leaf_padding_mask = src_tokens.eq(self.padding_idx)  # (B, n)
+        return self.encode_tree(src_tokens, src_lengths, src_node_labels, src_node_spans, src_node_padding_mask,
+                                leaf_padding_mask, return_all_hiddens)
+
+    def encode_tree(self, src_tokens, src_lengths, src_node_labels, src_node_spans, src_node_padding_mask,
+                    leaf_padding_mask, return_all_hiddens):
+        raise NotImplementedError
+
+
+class TextSourceEncoder(SentenceRowsReorder):
+    """The encoder of a model that reads the source text only, for ``--task translation`` or
+    ``--task tree_translation`` (mix in before fairseq's encoder class): ``forward`` takes
+    fairseq's encoder arguments and the tree keys of a tree_translation batch, which it ignores
+    (the method induces its own structure), and hands the rest to :meth:`encode_text`."""
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Tensor | None = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Tensor | None = None,
+        src_node_labels: Tensor | None = None,
+        src_node_spans: Tensor | None = None,
+        src_node_padding_mask: Tensor | None = None,
+    ):
+        return self.encode_text(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+
+    def encode_text(self, src_tokens, src_lengths, return_all_hiddens, token_embeddings):
+        raise NotImplementedError
 
 
 class FeedForwardBlock:
@@ -197,6 +257,21 @@ class ConfiguredTransformerModel(TransformerModelBase):
         cls.set_defaults(args)
         return super().build_model(cls.config_class.from_namespace(args), task)
 
+    def encode_and_decode(self, encoder_inputs: tuple, prev_output_tokens, src_lengths, return_all_hiddens: bool,
+                          features_only: bool, alignment_layer: Optional[int], alignment_heads: Optional[int]):
+        """fairseq's transformer forward pass with the encoder's inputs ``encoder_inputs`` (the
+        source and whatever the method reads beside it: trees, parents)."""
+        encoder_out = self.encoder(*encoder_inputs, return_all_hiddens=return_all_hiddens)
+        return self.decoder(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            features_only=features_only,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+            src_lengths=src_lengths,
+            return_all_hiddens=return_all_hiddens,
+        )
+
 
 class TextSourceTransformerModel(ConfiguredTransformerModel):
     """A model that reads the source text only, for ``--task translation`` or
@@ -221,10 +296,8 @@ class TextSourceTransformerModel(ConfiguredTransformerModel):
         src_node_padding_mask=None,
     ):
         """fairseq's transformer forward pass; the tree keys of a tree_translation batch are ignored."""
-        return super().forward(
-            src_tokens, src_lengths, prev_output_tokens, return_all_hiddens=return_all_hiddens,
-            features_only=features_only, alignment_layer=alignment_layer, alignment_heads=alignment_heads,
-        )
+        return self.encode_and_decode((src_tokens, src_lengths), prev_output_tokens, src_lengths, return_all_hiddens,
+                                      features_only, alignment_layer, alignment_heads)
 
 
 class TreeSourceDecoder(TokenColumns, SentenceCrossAttentionDecoder):
@@ -246,9 +319,12 @@ class TreeSourceTransformerModel(ConfiguredTransformerModel):
     #: How the error for a task without trees names the model (default: the class name).
     error_name: Optional[str] = None
 
+    #: The encoder: built with the config, the source dictionary, its token and node-label embeddings.
+    encoder_class: Optional[type] = None
+
     @classmethod
     def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
-        raise NotImplementedError
+        return cls.encoder_class(cfg, src_dict, embed_tokens, embed_node_labels)
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
@@ -280,26 +356,13 @@ class TreeSourceTransformerModel(ConfiguredTransformerModel):
         alignment_layer: Optional[int] = None,
         alignment_heads: Optional[int] = None,
     ):
-        encoder_out = self.encoder(
-            src_tokens, src_lengths, src_node_labels, src_node_spans, src_node_padding_mask,
-            return_all_hiddens=return_all_hiddens,
-        )
-        return self.decoder(
-            prev_output_tokens,
-            encoder_out=encoder_out,
-            features_only=features_only,
-            alignment_layer=alignment_layer,
-            alignment_heads=alignment_heads,
-            src_lengths=src_lengths,
-            return_all_hiddens=return_all_hiddens,
+        return self.encode_and_decode(
+            (src_tokens, src_lengths, src_node_labels, src_node_spans, src_node_padding_mask), prev_output_tokens,
+            src_lengths, return_all_hiddens, features_only, alignment_layer, alignment_heads,
         )
 
 
 def tiny_defaults(args):
     """For tests: 32 / ffn 64 / 4 heads (d_head 8), 2 + 2 layers."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 32)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
-    args.encoder_layers = getattr(args, "encoder_layers", 2)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
-    args.decoder_layers = getattr(args, "decoder_layers", 2)
-    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
+    arch_defaults(args, encoder_embed_dim=32, encoder_ffn_embed_dim=64, encoder_layers=2,
+                  encoder_attention_heads=4, decoder_layers=2, decoder_attention_heads=4)

@@ -50,7 +50,7 @@ feed-forward 2048, dropout 0.1, 10 layers, the depth of its best parses);
 6 layers).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -67,8 +67,10 @@ from torch import Tensor, nn
 
 from tree_fairseq.models.common import (
     FeedForwardBlock,
-    SentenceRowsReorder,
+    TextSourceEncoder,
     TextSourceTransformerModel,
+    arch_defaults,
+    option,
     tiny_defaults,
 )
 from tree_fairseq.modules.constituent_attention import (
@@ -82,16 +84,16 @@ from tree_fairseq.modules.constituent_attention import (
 class ConstituentTransformerConfig(TransformerConfig):
     """fairseq's transformer options plus constituent attention's."""
 
-    renormalize_constituent_attention: bool = field(
-        default=False,
-        metadata={"help": "divide each row of C ⊙ softmax(QKᵀ/√d) by its sum (default: not renormalised, "
-                          "as in the paper's equation)"},
+    renormalize_constituent_attention: bool = option(
+        False,
+        "divide each row of C ⊙ softmax(QKᵀ/√d) by its sum (default: not renormalised, "
+        "as in the paper's equation)",
     )
-    neighbour_score_scale: str = field(
-        default="half-d-model",
-        metadata={"help": "divisor d of the neighbouring attention's score q_i·k_(i+1)/d: half-d-model is the "
-                          "paper's d_model/2 (default); d-model divides by d_model (the earlier reading)",
-                  "choices": sorted(NEIGHBOUR_SCORE_DIVISORS)},
+    neighbour_score_scale: str = option(
+        "half-d-model",
+        "divisor d of the neighbouring attention's score q_i·k_(i+1)/d: half-d-model is the "
+        "paper's d_model/2 (default); d-model divides by d_model (the earlier reading)",
+        choices=sorted(NEIGHBOUR_SCORE_DIVISORS),
     )
 
 
@@ -128,7 +130,7 @@ class ConstituentTransformerEncoderLayer(FeedForwardBlock, TransformerEncoderLay
         return self.forward_feed_forward(x), links
 
 
-class ConstituentTransformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
+class ConstituentTransformerEncoder(TextSourceEncoder, TransformerEncoderBase):
     """fairseq's transformer encoder (embeddings, positions, dropout, final layer norm) with
     :class:`ConstituentTransformerEncoderLayer` layers chained by their link probabilities.
 
@@ -141,17 +143,7 @@ class ConstituentTransformerEncoder(SentenceRowsReorder, TransformerEncoderBase)
     def build_encoder_layer(self, cfg):
         return ConstituentTransformerEncoderLayer(cfg)
 
-    def forward(
-        self,
-        src_tokens: Tensor,
-        src_lengths: Tensor | None = None,
-        return_all_hiddens: bool = False,
-        token_embeddings: Tensor | None = None,
-        # The tree keys of a tree_translation batch: the constituents are induced instead.
-        src_node_labels: Tensor | None = None,
-        src_node_spans: Tensor | None = None,
-        src_node_padding_mask: Tensor | None = None,
-    ):
+    def encode_text(self, src_tokens, src_lengths, return_all_hiddens, token_embeddings):
         padding_mask = src_tokens.eq(self.padding_idx)  # (B, n)
         # The last token of each sentence (EOS), followed by padding or by the end of the row.
         final_token = ~padding_mask & F.pad(padding_mask[:, 1:], (0, 1), value=True)
@@ -236,8 +228,7 @@ class ConstituentEncoderLM(FairseqEncoderModel):
 
 @register_model_architecture("constituent_transformer", "constituent_transformer")
 def constituent_transformer(args):
-    args.renormalize_constituent_attention = getattr(args, "renormalize_constituent_attention", False)
-    args.neighbour_score_scale = getattr(args, "neighbour_score_scale", "half-d-model")
+    arch_defaults(args, renormalize_constituent_attention=False, neighbour_score_scale="half-d-model")
     base_architecture(args)
 
 
@@ -265,12 +256,8 @@ def constituent_encoder_lm(args):
     """The paper's encoder (section 7.1): 512 / ffn 2048 / 8 heads, dropout 0.1, 10 layers (its
     Table 1's best depth on WSJ). Paper silent, chosen: GELU as BERT, post-norm as the original
     transformer encoder the paper says it is identical to, attention dropout 0."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 512)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 2048)
-    args.encoder_layers = getattr(args, "encoder_layers", 10)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 8)
-    args.dropout = getattr(args, "dropout", 0.1)
-    args.activation_fn = getattr(args, "activation_fn", "gelu")
+    arch_defaults(args, encoder_embed_dim=512, encoder_ffn_embed_dim=2048, encoder_layers=10,
+                  encoder_attention_heads=8, dropout=0.1, activation_fn="gelu")
     constituent_transformer(args)
 
 
@@ -278,18 +265,14 @@ def constituent_encoder_lm(args):
 def constituent_encoder_lm_small(args):
     """A smaller masked LM for quick CPU runs (this plugin's earlier default): 256 / ffn 1024 /
     4 heads, 6 layers, the rest as :func:`constituent_encoder_lm`."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 256)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 1024)
-    args.encoder_layers = getattr(args, "encoder_layers", 6)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
+    arch_defaults(args, encoder_embed_dim=256, encoder_ffn_embed_dim=1024, encoder_layers=6,
+                  encoder_attention_heads=4)
     constituent_encoder_lm(args)
 
 
 @register_model_architecture("constituent_encoder_lm", "constituent_encoder_lm_tiny")
 def constituent_encoder_lm_tiny(args):
     """For tests: 32 / ffn 64 / 4 heads, 2 layers."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 32)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 64)
-    args.encoder_layers = getattr(args, "encoder_layers", 2)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
+    arch_defaults(args, encoder_embed_dim=32, encoder_ffn_embed_dim=64, encoder_layers=2,
+                  encoder_attention_heads=4)
     constituent_encoder_lm(args)

@@ -24,7 +24,7 @@ standard deviation, default 1), ``--pascal-window`` (the uniform window's half-w
 the middle) and ``--pascal-parent-ignoring`` q (default 0).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -40,7 +40,14 @@ from fairseq.models.transformer.transformer_legacy import (
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor
 
-from tree_fairseq.models.common import FeedForwardBlock, SentenceRowsReorder, TextSourceTransformerModel, tiny_defaults
+from tree_fairseq.models.common import (
+    FeedForwardBlock,
+    SentenceRowsReorder,
+    TextSourceTransformerModel,
+    arch_defaults,
+    option,
+    tiny_defaults,
+)
 from tree_fairseq.modules.parent_scaled_attention import (
     PARENT_POSITIONS,
     PARENT_WEIGHTS,
@@ -55,34 +62,28 @@ from tree_fairseq.modules.parent_scaled_attention import (
 class PascalTransformerConfig(TransformerConfig):
     """fairseq's transformer options plus parent-scaled self-attention's."""
 
-    pascal_heads: int = field(
-        default=1, metadata={"help": "P: parent-scaled heads in each layer of --pascal-layers (the first P heads)"}
+    pascal_heads: int = option(1, "P: parent-scaled heads in each layer of --pascal-layers (the first P heads)")
+    pascal_layers: str = option(
+        "1",
+        "encoder layers with parent-scaled heads, numbered from 1, comma-separated "
+        "(default: 1, the first, as in the paper)",
     )
-    pascal_layers: str = field(
-        default="1",
-        metadata={"help": "encoder layers with parent-scaled heads, numbered from 1, comma-separated "
-                          "(default: 1, the first, as in the paper)"},
+    pascal_weight: ChoiceEnum(list(PARENT_WEIGHTS)) = option(
+        "normal",
+        "weight over the keys around a token's parent: normal, the Gaussian N(j; p, sigma^2) "
+        "(default, the paper's); uniform, 1 within --pascal-window of the parent, 0 elsewhere",
     )
-    pascal_weight: ChoiceEnum(list(PARENT_WEIGHTS)) = field(
-        default="normal",
-        metadata={"help": "weight over the keys around a token's parent: normal, the Gaussian N(j; p, sigma^2) "
-                          "(default, the paper's); uniform, 1 within --pascal-window of the parent, 0 elsewhere"},
+    pascal_sigma: float = option(1.0, "sigma, the standard deviation of the normal weight (default: 1)")
+    pascal_window: int = option(1, "half-width c of the uniform weight: keys with |j - p| < c + 1 (default: 1)")
+    pascal_parent_position: ChoiceEnum(list(PARENT_POSITIONS)) = option(
+        "middle",
+        "position of a parent word of several pieces: middle, the mean of its pieces' positions "
+        "(default, the paper's); first, its first piece",
     )
-    pascal_sigma: float = field(
-        default=1.0, metadata={"help": "sigma, the standard deviation of the normal weight (default: 1)"}
-    )
-    pascal_window: int = field(
-        default=1, metadata={"help": "half-width c of the uniform weight: keys with |j - p| < c + 1 (default: 1)"}
-    )
-    pascal_parent_position: ChoiceEnum(list(PARENT_POSITIONS)) = field(
-        default="middle",
-        metadata={"help": "position of a parent word of several pieces: middle, the mean of its pieces' positions "
-                          "(default, the paper's); first, its first piece"},
-    )
-    pascal_parent_ignoring: float = field(
-        default=0.0,
-        metadata={"help": "q: in training, each token of each parent-scaled head ignores its parent (weights all "
-                          "ones) with this probability (default: 0)"},
+    pascal_parent_ignoring: float = option(
+        0.0,
+        "q: in training, each token of each parent-scaled head ignores its parent (weights all "
+        "ones) with this probability (default: 0)",
     )
 
 
@@ -233,16 +234,8 @@ class PascalTransformerModel(TextSourceTransformerModel):
         src_node_padding_mask=None,
     ):
         """fairseq's transformer forward pass with the source parents; the tree keys are ignored."""
-        encoder_out = self.encoder(src_tokens, src_lengths, src_parent_spans, return_all_hiddens=return_all_hiddens)
-        return self.decoder(
-            prev_output_tokens,
-            encoder_out=encoder_out,
-            features_only=features_only,
-            alignment_layer=alignment_layer,
-            alignment_heads=alignment_heads,
-            src_lengths=src_lengths,
-            return_all_hiddens=return_all_hiddens,
-        )
+        return self.encode_and_decode((src_tokens, src_lengths, src_parent_spans), prev_output_tokens, src_lengths,
+                                      return_all_hiddens, features_only, alignment_layer, alignment_heads)
 
 
 # Architectures: fairseq's transformer of the same name, plus the parent-scaled heads' defaults.
@@ -251,13 +244,8 @@ class PascalTransformerModel(TextSourceTransformerModel):
 def pascal_defaults(args, heads: int):
     """``heads`` parent-scaled heads in the first layer, the Gaussian with σ = 1 at the middle of
     the parent's pieces, no parent-ignoring."""
-    args.pascal_heads = getattr(args, "pascal_heads", heads)
-    args.pascal_layers = getattr(args, "pascal_layers", "1")
-    args.pascal_weight = getattr(args, "pascal_weight", "normal")
-    args.pascal_sigma = getattr(args, "pascal_sigma", 1.0)
-    args.pascal_window = getattr(args, "pascal_window", 1)
-    args.pascal_parent_position = getattr(args, "pascal_parent_position", "middle")
-    args.pascal_parent_ignoring = getattr(args, "pascal_parent_ignoring", 0.0)
+    arch_defaults(args, pascal_heads=heads, pascal_layers="1", pascal_weight="normal", pascal_sigma=1.0,
+                  pascal_window=1, pascal_parent_position="middle", pascal_parent_ignoring=0.0)
 
 
 # The released training script of the paper's WMT16 en-de model scales 5 of the 8 heads of the

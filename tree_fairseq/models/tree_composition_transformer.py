@@ -38,7 +38,7 @@ each re-composes from the previous pass's leaf and node states (the node states 
 also without ``--node-labels``) with its own weights; the default is one pass, the paper's.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -46,12 +46,13 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
-from torch import Tensor, nn
+from torch import nn
 
 from tree_fairseq.models.common import (
-    NodeLabelEmbedding,
-    SentenceRowsReorder,
+    TreeSourceEncoder,
     TreeSourceTransformerModel,
+    arch_defaults,
+    option,
     tiny_defaults,
 )
 from tree_fairseq.modules.tree_composition import ResidualMeanComposition, TreeComposition, composition_schedule
@@ -65,36 +66,34 @@ BRANCH_RESIDUALS = ChoiceEnum(["input", "head"])
 class TreeCompositionTransformerConfig(TransformerConfig):
     """fairseq's transformer options plus the composition encoder's."""
 
-    composition_layers: int = field(
-        default=1, metadata={"help": "bottom-up composition passes over the leaves (default: 1, the paper's)"}
+    composition_layers: int = option(1, "bottom-up composition passes over the leaves (default: 1, the paper's)")
+    composition_branches: Optional[int] = option(
+        None,
+        "branches M of the multi-branch attention (default: --encoder-attention-heads)",
     )
-    composition_branches: Optional[int] = field(
-        default=None,
-        metadata={"help": "branches M of the multi-branch attention (default: --encoder-attention-heads)"},
+    composition_leaves: COMPOSITION_LEAVES = option(
+        "embeddings",
+        "the leaves composed: the word embeddings (the paper's; --encoder-layers 0) or "
+        "'contextual', fairseq's transformer encoder output (positions, --encoder-layers)",
     )
-    composition_leaves: COMPOSITION_LEAVES = field(
-        default="embeddings",
-        metadata={"help": "the leaves composed: the word embeddings (the paper's; --encoder-layers 0) or "
-                          "'contextual', fairseq's transformer encoder output (positions, --encoder-layers)"},
+    node_labels: bool = option(
+        False,
+        "compose a node's label embedding with its children (the place of the paper's "
+        "dependency-tree parent); default: the children only (its constituency form)",
     )
-    node_labels: bool = field(
-        default=False,
-        metadata={"help": "compose a node's label embedding with its children (the place of the paper's "
-                          "dependency-tree parent); default: the children only (its constituency form)"},
+    composition_form: COMPOSITION_FORMS = option(
+        "paper",
+        "'paper': eqs. 4-8; 'residual_mean': this plugin's earlier form (one residual and "
+        "layer norm around the branches' sum, mean of the rows as the parent)",
     )
-    composition_form: COMPOSITION_FORMS = field(
-        default="paper",
-        metadata={"help": "'paper': eqs. 4-8; 'residual_mean': this plugin's earlier form (one residual and "
-                          "layer norm around the branches' sum, mean of the rows as the parent)"},
-    )
-    composition_branch_residual: BRANCH_RESIDUALS = field(
-        default="input",
-        metadata={"help": "eq. 5's residual: the branch's input rows ('input') or its attention head "
-                          "in its own columns ('head')"},
+    composition_branch_residual: BRANCH_RESIDUALS = option(
+        "input",
+        "eq. 5's residual: the branch's input rows ('input') or its attention head "
+        "in its own columns ('head')",
     )
 
 
-class TreeCompositionEncoder(NodeLabelEmbedding, SentenceRowsReorder, TransformerEncoderBase):
+class TreeCompositionEncoder(TreeSourceEncoder, TransformerEncoderBase):
     """The leaves (word embeddings, or fairseq's transformer encoder output), then bottom-up
     composition passes.
 
@@ -128,19 +127,10 @@ class TreeCompositionEncoder(NodeLabelEmbedding, SentenceRowsReorder, Transforme
                 return ResidualMeanComposition(embed_dim, branches, ffn_dim, cfg.dropout)
         self.compositions = nn.ModuleList(build() for _ in range(cfg.composition_layers))
 
-    def forward(
-        self,
-        src_tokens: Tensor,
-        src_lengths: Tensor,
-        src_node_labels: Tensor,
-        src_node_spans: Tensor,
-        src_node_padding_mask: Tensor,
-        return_all_hiddens: bool = False,
-    ):
-        """The batch of :mod:`tree_fairseq.data.tree_pair_dataset` -> the encoder dictionary."""
+    def encode_tree(self, src_tokens, src_lengths, src_node_labels, src_node_spans, src_node_padding_mask,
+                    leaf_padding_mask, return_all_hiddens):
         encoder_out = self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens)
         leaves = encoder_out["encoder_out"][0].transpose(0, 1)  # (B, n, C)
-        leaf_padding_mask = src_tokens.eq(self.padding_idx)
         schedule = composition_schedule(src_node_spans, leaf_padding_mask, src_node_padding_mask)
         nodes = None
         if self.embed_node_labels is not None:
@@ -163,14 +153,11 @@ class TreeCompositionTransformerModel(TreeSourceTransformerModel):
     :class:`TreeSourceDecoder`. Options: :class:`TreeCompositionTransformerConfig`."""
 
     config_class = TreeCompositionTransformerConfig
+    encoder_class = TreeCompositionEncoder
 
     @classmethod
     def set_defaults(cls, args):
         tree_composition_transformer(args)
-
-    @classmethod
-    def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
-        return TreeCompositionEncoder(cfg, src_dict, embed_tokens, embed_node_labels)
 
 
 def composition_defaults(args):
@@ -178,12 +165,11 @@ def composition_defaults(args):
     the earlier model (which has ``no_node_labels`` and no ``composition_form``), that model.
     Embedding leaves take no encoder layers: set before the architecture's sizes."""
     earlier = hasattr(args, "no_node_labels") and not hasattr(args, "composition_form")
-    args.composition_layers = getattr(args, "composition_layers", 1)
-    args.composition_branches = getattr(args, "composition_branches", None)
-    args.composition_leaves = getattr(args, "composition_leaves", "contextual" if earlier else "embeddings")
+    arch_defaults(args, composition_layers=1, composition_branches=None,
+                  composition_leaves="contextual" if earlier else "embeddings")
     args.node_labels = getattr(args, "node_labels", not args.no_node_labels if earlier else False)
-    args.composition_form = getattr(args, "composition_form", "residual_mean" if earlier else "paper")
-    args.composition_branch_residual = getattr(args, "composition_branch_residual", "input")
+    arch_defaults(args, composition_form="residual_mean" if earlier else "paper",
+                  composition_branch_residual="input")
     if args.composition_leaves == "embeddings":
         args.encoder_layers = getattr(args, "encoder_layers", 0)
 
@@ -201,11 +187,8 @@ def tree_composition_transformer(args):
 def tree_composition_transformer_paper(args):
     """The paper's composition sizes: d 300, 6 branches of 50, PCNN 341 wide, dropout 0.1; the
     decoder is fairseq's base transformer decoder at that width (6 layers, 6 heads)."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 300)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 341)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 6)
-    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 6)
-    args.dropout = getattr(args, "dropout", 0.1)
+    arch_defaults(args, encoder_embed_dim=300, encoder_ffn_embed_dim=341, encoder_attention_heads=6,
+                  decoder_attention_heads=6, dropout=0.1)
     tree_composition_transformer(args)
 
 

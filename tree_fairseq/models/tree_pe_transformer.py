@@ -46,7 +46,7 @@ Choices the paper leaves open, made here (docs/methods.md, section 3, lists them
   batched operations, tested equal to the step function).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -64,10 +64,11 @@ from torch import Tensor, nn
 
 from tree_fairseq.models.common import (
     ConfiguredTransformerModel,
-    NodeLabelEmbedding,
-    SentenceRowsReorder,
     TreeSourceDecoder,
+    TreeSourceEncoder,
     TreeSourceTransformerModel,
+    arch_defaults,
+    option,
     tiny_defaults,
 )
 from tree_fairseq.modules.tree_positional_encoding import (
@@ -88,19 +89,17 @@ from tree_fairseq.trees.linearize import TREE_ORDERS, symbol_arity
 class TreePETransformerConfig(TransformerConfig):
     """fairseq's transformer options plus the tree positional encodings'."""
 
-    tree_pe_max_depth: int = field(
-        default=32, metadata={"help": "k: LCRS steps from the root kept in a tree position (default: 32)"}
+    tree_pe_max_depth: int = option(32, "k: LCRS steps from the root kept in a tree position (default: 32)")
+    tree_pe_num_weights: Optional[int] = option(
+        None,
+        "number of learned depth weights p, each giving a 2k-dimensional encoding "
+        "(default: embed_dim // 2k, at least 1; projected to embed_dim when the sizes differ)",
     )
-    tree_pe_num_weights: Optional[int] = field(
-        default=None,
-        metadata={"help": "number of learned depth weights p, each giving a 2k-dimensional encoding "
-                          "(default: embed_dim // 2k, at least 1; projected to embed_dim when the sizes differ)"},
-    )
-    tree_pe_scale: ChoiceEnum(list(SCALES)) = field(
-        default="paper",
-        metadata={"help": "constant factor of the encodings: paper = sqrt(1 - p^2) * sqrt(d_model) / 2 as "
-                          "section 3.2 prints it; authors_code = sqrt((1 - p^2) * d_model / 2), sqrt(2) "
-                          "larger (the earlier form of this plugin) (default: paper)"},
+    tree_pe_scale: ChoiceEnum(list(SCALES)) = option(
+        "paper",
+        "constant factor of the encodings: paper = sqrt(1 - p^2) * sqrt(d_model) / 2 as "
+        "section 3.2 prints it; authors_code = sqrt((1 - p^2) * d_model / 2), sqrt(2) "
+        "larger (the earlier form of this plugin) (default: paper)",
     )
 
 
@@ -111,16 +110,16 @@ DECODER_POSITIONS = ("symbol", "next_slot")
 class TreePEParserConfig(TreePETransformerConfig):
     """The tree decoder's options on top of :class:`TreePETransformerConfig`."""
 
-    tree_order: ChoiceEnum(list(TREE_ORDERS)) = field(
-        default="depth_first",
-        metadata={"help": "order in which the target trees are linearised and generated; must be the "
-                          "order of the data (default: depth_first)"},
+    tree_order: ChoiceEnum(list(TREE_ORDERS)) = option(
+        "depth_first",
+        "order in which the target trees are linearised and generated; must be the "
+        "order of the data (default: depth_first)",
     )
-    tree_pe_decoder_positions: ChoiceEnum(list(DECODER_POSITIONS)) = field(
-        default="symbol",
-        metadata={"help": "symbol: each decoder input at the position of the symbol it holds, the start "
-                          "token at the zero encoding (the paper's section 4); next_slot: at the position "
-                          "of the symbol it predicts (the earlier form of this plugin) (default: symbol)"},
+    tree_pe_decoder_positions: ChoiceEnum(list(DECODER_POSITIONS)) = option(
+        "symbol",
+        "symbol: each decoder input at the position of the symbol it holds, the start "
+        "token at the zero encoding (the paper's section 4); next_slot: at the position "
+        "of the symbol it predicts (the earlier form of this plugin) (default: symbol)",
     )
 
 
@@ -132,7 +131,7 @@ def tree_positional_encoding(cfg, embed_dim: int) -> TreePositionalEncoding:
 # Reading a source tree
 
 
-class TreePEEncoder(NodeLabelEmbedding, SentenceRowsReorder, TransformerEncoderBase):
+class TreePEEncoder(TreeSourceEncoder, TransformerEncoderBase):
     """fairseq's transformer encoder over ``[nodes; leaves]`` with tree positional encodings.
 
     Its output is fairseq's encoder dictionary over all items: ``encoder_out`` ``(m + n, B, C)``,
@@ -148,17 +147,8 @@ class TreePEEncoder(NodeLabelEmbedding, SentenceRowsReorder, TransformerEncoderB
         self.embed_node_labels = embed_node_labels
         self.tree_positions = tree_positional_encoding(cfg, embed_tokens.embedding_dim)
 
-    def forward(
-        self,
-        src_tokens: Tensor,
-        src_lengths: Tensor,
-        src_node_labels: Tensor,
-        src_node_spans: Tensor,
-        src_node_padding_mask: Tensor,
-        return_all_hiddens: bool = False,
-    ):
-        """The batch of :mod:`tree_fairseq.data.tree_pair_dataset` -> the encoder dictionary."""
-        leaf_padding_mask = src_tokens.eq(self.padding_idx)
+    def encode_tree(self, src_tokens, src_lengths, src_node_labels, src_node_spans, src_node_padding_mask,
+                    leaf_padding_mask, return_all_hiddens):
         node_paths, leaf_paths = tree_paths(
             src_node_spans, leaf_padding_mask, src_node_padding_mask, self.tree_positions.max_depth
         )
@@ -195,14 +185,11 @@ class TreePETransformerModel(TreeSourceTransformerModel):
     Options: :class:`TreePETransformerConfig`."""
 
     config_class = TreePETransformerConfig
+    encoder_class = TreePEEncoder
 
     @classmethod
     def set_defaults(cls, args):
         tree_pe_transformer(args)
-
-    @classmethod
-    def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
-        return TreePEEncoder(cfg, src_dict, embed_tokens, embed_node_labels)
 
 
 # Generating a tree
@@ -324,9 +311,7 @@ class TreePETreeToTreeModel(TreePETransformerModel):
 
 
 def tree_pe_defaults(args):
-    args.tree_pe_max_depth = getattr(args, "tree_pe_max_depth", 32)
-    args.tree_pe_num_weights = getattr(args, "tree_pe_num_weights", None)
-    args.tree_pe_scale = getattr(args, "tree_pe_scale", "paper")
+    arch_defaults(args, tree_pe_max_depth=32, tree_pe_num_weights=None, tree_pe_scale="paper")
 
 
 @register_model_architecture("tree_pe_transformer", "tree_pe_transformer")
@@ -349,14 +334,10 @@ def paper_defaults(args, ffn_embed_dim: int):
     (``P = 2048 / (k·n) = 32`` learned ``p`` at ``k = 32``, ``n = 2``, projected to 256), dropout
     0.1; ``d_ff`` 512 in the tree-to-tree experiments (5.1.1), 1024 in semantic parsing (5.2).
     The paper prints no number of heads: fairseq's base default, 8."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 256)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", ffn_embed_dim)
-    args.encoder_layers = getattr(args, "encoder_layers", 4)
+    arch_defaults(args, encoder_embed_dim=256, encoder_ffn_embed_dim=ffn_embed_dim, encoder_layers=4)
     args.decoder_embed_dim = getattr(args, "decoder_embed_dim", args.encoder_embed_dim)
     args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", args.encoder_ffn_embed_dim)
-    args.decoder_layers = getattr(args, "decoder_layers", 4)
-    args.dropout = getattr(args, "dropout", 0.1)
-    args.tree_pe_max_depth = getattr(args, "tree_pe_max_depth", 32)
+    arch_defaults(args, decoder_layers=4, dropout=0.1, tree_pe_max_depth=32)
     args.tree_pe_num_weights = getattr(args, "tree_pe_num_weights",
                                        max(1, PAPER_POSITION_DIM // (DEGREE * args.tree_pe_max_depth)))
 
@@ -375,8 +356,7 @@ def tree_pe_transformer_tiny(args):
 
 @register_model_architecture("tree_pe_parser", "tree_pe_parser")
 def tree_pe_parser(args):
-    args.tree_order = getattr(args, "tree_order", "depth_first")
-    args.tree_pe_decoder_positions = getattr(args, "tree_pe_decoder_positions", "symbol")
+    arch_defaults(args, tree_order="depth_first", tree_pe_decoder_positions="symbol")
     tree_pe_defaults(args)
     base_architecture(args)
 

@@ -40,7 +40,7 @@ Choices the paper leaves open, made here:
   ``--alignment-heads`` has no effect.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -62,10 +62,11 @@ from torch import Tensor
 
 from tree_fairseq.models.common import (
     FeedForwardBlock,
-    NodeLabelEmbedding,
-    SentenceRowsReorder,
     TokenColumns,
+    TreeSourceEncoder,
     TreeSourceTransformerModel,
+    arch_defaults,
+    option,
     sentence_groups,
     tiny_defaults,
 )
@@ -83,28 +84,26 @@ from tree_fairseq.modules.tree_attention import (
 class TreeTransformerConfig(TransformerConfig):
     """fairseq's transformer options plus the Tree Transformer's (Table 3 ablations included)."""
 
-    hier_embed_size: int = field(
-        default=100,
-        metadata={"help": "rows of each hierarchical embedding table (vertical and horizontal, eq. 9); "
-                          "larger indices use the last row (default: 100)"},
+    hier_embed_size: int = option(
+        100,
+        "rows of each hierarchical embedding table (vertical and horizontal, eq. 9); "
+        "larger indices use the last row (default: 100)",
     )
-    no_hier_embed: bool = field(
-        default=False, metadata={"help": "no hierarchical embeddings: eq. 8 instead of eq. 10 (Table 3 ablation)"}
+    no_hier_embed: bool = option(False, "no hierarchical embeddings: eq. 8 instead of eq. 10 (Table 3 ablation)")
+    no_subtree_mask: bool = option(
+        False,
+        "no subtree masking (eq. 11) in the encoder: every query sees every node and "
+        "leaf (Table 3 ablation)",
     )
-    no_subtree_mask: bool = field(
-        default=False,
-        metadata={"help": "no subtree masking (eq. 11) in the encoder: every query sees every node and "
-                          "leaf (Table 3 ablation)"},
+    no_tree_cross_attention: bool = option(
+        False,
+        "the decoder attends to the encoder's leaves with fairseq's attention instead of "
+        "the tree cross-attention over nodes and leaves (eqs. 21-24)",
     )
-    no_tree_cross_attention: bool = field(
-        default=False,
-        metadata={"help": "the decoder attends to the encoder's leaves with fairseq's attention instead of "
-                          "the tree cross-attention over nodes and leaves (eqs. 21-24)"},
-    )
-    leaf_weight_per_head: bool = field(
-        default=False,
-        metadata={"help": "one leaf-weight vector u per attention head (w = L·u, eqs. 16, 23) instead of the "
-                          "printed u ∈ R^d shared by the heads"},
+    leaf_weight_per_head: bool = option(
+        False,
+        "one leaf-weight vector u per attention head (w = L·u, eqs. 16, 23) instead of the "
+        "printed u ∈ R^d shared by the heads",
     )
 
 
@@ -137,7 +136,7 @@ class TreeTransformerEncoderLayer(FeedForwardBlock, TransformerEncoderLayerBase)
         return self.forward_feed_forward(x)
 
 
-class TreeTransformerEncoder(NodeLabelEmbedding, SentenceRowsReorder, TransformerEncoderBase):
+class TreeTransformerEncoder(TreeSourceEncoder, TransformerEncoderBase):
     """The tree encoder (eqs. 12-20); fairseq's transformer encoder for embeddings, positions,
     dropout and the final layer norm.
 
@@ -154,17 +153,8 @@ class TreeTransformerEncoder(NodeLabelEmbedding, SentenceRowsReorder, Transforme
     def build_encoder_layer(self, cfg):
         return TreeTransformerEncoderLayer(cfg)
 
-    def forward(
-        self,
-        src_tokens: Tensor,
-        src_lengths: Tensor,
-        src_node_labels: Tensor,
-        src_node_spans: Tensor,
-        src_node_padding_mask: Tensor,
-        return_all_hiddens: bool = False,
-    ):
-        """The batch of :mod:`tree_fairseq.data.tree_pair_dataset` -> the encoder dictionary."""
-        leaf_padding_mask = src_tokens.eq(self.padding_idx)
+    def encode_tree(self, src_tokens, src_lengths, src_node_labels, src_node_spans, src_node_padding_mask,
+                    leaf_padding_mask, return_all_hiddens):
         structure = build_tree_structure(src_node_spans, leaf_padding_mask, src_node_padding_mask)
         num_nodes = src_node_labels.size(1)
         leaves, leaf_embedding = self.forward_embedding(src_tokens)
@@ -281,7 +271,6 @@ class TreeEncoderAttention(FairseqIncrementalState, TreeCrossAttention):
         return memory, group
 
 
-
 class TreeTransformerDecoderLayer(TransformerDecoderLayerBase):
     """fairseq's decoder layer with tree cross-attention as its encoder attention."""
 
@@ -325,15 +314,12 @@ class TreeTransformerModel(TreeSourceTransformerModel):
     with ``--no-tree-cross-attention``). Options: :class:`TreeTransformerConfig`."""
 
     config_class = TreeTransformerConfig
+    encoder_class = TreeTransformerEncoder
     error_name = "tree_transformer"
 
     @classmethod
     def set_defaults(cls, args):
         tree_transformer(args)
-
-    @classmethod
-    def build_tree_encoder(cls, cfg, src_dict, embed_tokens, embed_node_labels):
-        return TreeTransformerEncoder(cfg, src_dict, embed_tokens, embed_node_labels)
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
@@ -347,11 +333,8 @@ class TreeTransformerModel(TreeSourceTransformerModel):
 
 @register_model_architecture("tree_transformer", "tree_transformer")
 def tree_transformer(args):
-    args.hier_embed_size = getattr(args, "hier_embed_size", 100)  # |E| = 100 (appendix 7.4)
-    args.no_hier_embed = getattr(args, "no_hier_embed", False)
-    args.no_subtree_mask = getattr(args, "no_subtree_mask", False)
-    args.no_tree_cross_attention = getattr(args, "no_tree_cross_attention", False)
-    args.leaf_weight_per_head = getattr(args, "leaf_weight_per_head", False)
+    arch_defaults(args, hier_embed_size=100, no_hier_embed=False, no_subtree_mask=False,  # |E| = 100 (appendix 7.4)
+                  no_tree_cross_attention=False, leaf_weight_per_head=False)
     base_architecture(args)
 
 

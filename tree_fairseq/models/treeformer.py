@@ -37,7 +37,7 @@ Choices, made here:
   token columns of the head-averaged weights, so that they index source tokens as fairseq's
   alignment code expects.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from fairseq.dataclass import ChoiceEnum
@@ -47,13 +47,14 @@ from fairseq.models.transformer import (
     TransformerEncoderBase,
 )
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
-from torch import Tensor
 
 from tree_fairseq.models.common import (
     SentenceCrossAttentionDecoder,
-    SentenceRowsReorder,
+    TextSourceEncoder,
     TextSourceTransformerModel,
     TokenColumns,
+    arch_defaults,
+    option,
     tiny_defaults,
 )
 from tree_fairseq.modules.treeformer_chart import COMPOSITIONS, POOLINGS, TreeformerChart
@@ -63,29 +64,29 @@ from tree_fairseq.modules.treeformer_chart import COMPOSITIONS, POOLINGS, Treefo
 class TreeformerConfig(TransformerConfig):
     """fairseq's transformer options plus the chart's."""
 
-    chart_max_height: int = field(
-        default=10,
-        metadata={"help": "H: the longest span of the chart, in tokens; the chart holds the tokens and the spans "
-                          "of 2 … H tokens (default: 10)"},
+    chart_max_height: int = option(
+        10,
+        "H: the longest span of the chart, in tokens; the chart holds the tokens and the spans "
+        "of 2 … H tokens (default: 10)",
     )
-    chart_composition: ChoiceEnum(COMPOSITIONS) = field(
-        default="linear",
-        metadata={"help": "composition of a split: 'linear', W·[left; right] (eq. 1); 'gelu_layernorm', "
-                          "LayerNorm(GELU(W·[left; right] + b)) (this plugin's earlier form)"},
+    chart_composition: ChoiceEnum(COMPOSITIONS) = option(
+        "linear",
+        "composition of a split: 'linear', W·[left; right] (eq. 1); 'gelu_layernorm', "
+        "LayerNorm(GELU(W·[left; right] + b)) (this plugin's earlier form)",
     )
-    chart_pooling: ChoiceEnum(POOLINGS) = field(
-        default="query_key",
-        metadata={"help": "pooling of a span's splits: 'query_key', softmax(K c · Q w / sqrt(d)) (eq. 2); "
-                          "'vector', softmax(u · c), one learned u (this plugin's earlier form)"},
+    chart_pooling: ChoiceEnum(POOLINGS) = option(
+        "query_key",
+        "pooling of a span's splits: 'query_key', softmax(K c · Q w / sqrt(d)) (eq. 2); "
+        "'vector', softmax(u · c), one learned u (this plugin's earlier form)",
     )
-    no_chart_checkpointing: bool = field(
-        default=False,
-        metadata={"help": "keep each chart height's gathered halves for the backward pass instead of recomputing "
-                          "them: faster, but O(n·H²·d) training memory per sentence instead of O(n·H·d)"},
+    no_chart_checkpointing: bool = option(
+        False,
+        "keep each chart height's gathered halves for the backward pass instead of recomputing "
+        "them: faster, but O(n·H²·d) training memory per sentence instead of O(n·H·d)",
     )
 
 
-class TreeformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
+class TreeformerEncoder(TextSourceEncoder, TransformerEncoderBase):
     """fairseq's transformer encoder followed by a :class:`TreeformerChart`.
 
     Its output is fairseq's encoder dictionary whose ``encoder_out`` ``(n + m, B, C)`` and
@@ -108,17 +109,7 @@ class TreeformerEncoder(SentenceRowsReorder, TransformerEncoderBase):
             pooling=str(cfg.chart_pooling),
         )
 
-    def forward(
-        self,
-        src_tokens: Tensor,
-        src_lengths: Tensor | None = None,
-        return_all_hiddens: bool = False,
-        token_embeddings: Tensor | None = None,
-        # The tree keys of a tree_translation batch: the chart induces its own spans.
-        src_node_labels: Tensor | None = None,
-        src_node_spans: Tensor | None = None,
-        src_node_padding_mask: Tensor | None = None,
-    ):
+    def encode_text(self, src_tokens, src_lengths, return_all_hiddens, token_embeddings):
         encoder_out = self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
         tokens = encoder_out["encoder_out"][0]  # (n, B, C)
         token_padding_mask = encoder_out["encoder_padding_mask"][0]  # (B, n)
@@ -170,10 +161,8 @@ class TreeformerModel(TextSourceTransformerModel):
 
 @register_model_architecture("treeformer", "treeformer")
 def treeformer(args):
-    args.chart_max_height = getattr(args, "chart_max_height", 10)
-    args.chart_composition = getattr(args, "chart_composition", "linear")
-    args.chart_pooling = getattr(args, "chart_pooling", "query_key")
-    args.no_chart_checkpointing = getattr(args, "no_chart_checkpointing", False)
+    arch_defaults(args, chart_max_height=10, chart_composition="linear", chart_pooling="query_key",
+                  no_chart_checkpointing=False)
     base_architecture(args)
 
 
