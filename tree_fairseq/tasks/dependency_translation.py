@@ -94,23 +94,16 @@ class DependencyTranslationTask(TreeTranslationTask):
                                      combine=combine, upsample_primary=self.cfg.upsample_primary)
         self.datasets[split] = ParentTreePairDataset.with_parents(self.datasets[split], parents)
 
-    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
+    def inference_dataset(self, src_tokens, src_lengths, constraints):
         """Raw-text translation: trees from --inference-parser, parents from --inference-heads."""
-        dataset = super().build_dataset_for_inference(src_tokens, src_lengths, constraints=constraints)
-        try:
-            return self.inference_parents.dataset(dataset, src_tokens)
-        except ValueError as error:
-            if self._interactive_batch is None:
-                raise
-            raise SystemExit(f"fairseq-interactive: error: {error}") from None
+        dataset = super().inference_dataset(src_tokens, src_lengths, constraints)
+        return self.inference_parents.dataset(dataset, src_tokens)
 
-    def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
-        if "src_parent_spans" not in sample["net_input"]:
-            # fairseq-interactive hands the generator src_tokens and src_lengths only.
-            sample = {**sample, "net_input": self.inference_parents.add_parent_inputs(sample["net_input"])}
-        return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
-                                      constraints=constraints)
-
+    def add_inference_inputs(self, net_input: dict) -> dict:
+        """``net_input`` with the source parents, then the trees, of raw text where it has none."""
+        if "src_parent_spans" not in net_input:
+            net_input = self.inference_parents.add_parent_inputs(net_input)
+        return super().add_inference_inputs(net_input)
 
 def inference_heads(cfg: DependencyTranslationConfig, record) -> tuple[str, int]:
     """(heads, seed) of raw text: those given, else the recorded ones, else ``parser`` and 1.

@@ -354,25 +354,33 @@ class TreeTranslationTask(ResumedBatches, TranslationTask):
         return _not_empty(indices[sizes <= max_tokens], given, max_positions, max_tokens, self.count_nodes)
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
-        """Raw-text translation: the sentences (dictionary ids of their BPE pieces) are parsed
-        with --inference-parser. A parser refused (:class:`InferenceTrees`) ends fairseq-interactive
-        in one line; the hub interface's caller gets the ValueError."""
+        """Raw-text translation: the sentences (dictionary ids of their BPE pieces) with what
+        :meth:`inference_dataset` adds (the trees of --inference-parser). A parser refused
+        (:class:`InferenceTrees`) ends fairseq-interactive in one line; the hub interface's caller
+        gets the ValueError."""
         try:
-            return self.inference_trees.dataset(src_tokens, src_lengths, self.target_dictionary,
-                                                constraints=constraints, left_pad_source=self.cfg.left_pad_source,
-                                                count_nodes=self.count_nodes)
+            return self.inference_dataset(src_tokens, src_lengths, constraints)
         except ValueError as error:
             if self._interactive_batch is None:
                 raise
             raise SystemExit(f"fairseq-interactive: error: {error}") from None
 
+    def inference_dataset(self, src_tokens, src_lengths, constraints):
+        """fairseq's inference dataset of raw text with the source trees."""
+        return self.inference_trees.dataset(src_tokens, src_lengths, self.target_dictionary, constraints=constraints,
+                                            left_pad_source=self.cfg.left_pad_source, count_nodes=self.count_nodes)
+
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
-        if "src_node_labels" not in sample["net_input"]:
-            # fairseq-interactive hands the generator src_tokens and src_lengths only.
-            sample = {**sample, "net_input": self.inference_trees.add_tree_inputs(sample["net_input"])}
+        # fairseq-interactive hands the generator src_tokens and src_lengths only.
+        sample = {**sample, "net_input": self.add_inference_inputs(sample["net_input"])}
         return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
                                       constraints=constraints)
 
+    def add_inference_inputs(self, net_input: dict) -> dict:
+        """``net_input`` with the source trees of raw text where it has none."""
+        if "src_node_labels" not in net_input:
+            net_input = self.inference_trees.add_tree_inputs(net_input)
+        return net_input
 
 def _databin_parser_record(data_dir: str, lang: str):
     """The ``parser`` of the data-bin's parser.{lang}.json; ``unknown`` without one."""
