@@ -58,7 +58,7 @@ USER_DIR=$ROOT/tree_fairseq
 INFO=$("$PYTHON" - "$CHECKPOINT" "$DATA" <<'PY' 2>/dev/null
 import os
 import sys
-from tree_fairseq.checkpoint_compat import load_checkpoint, newest_readable_checkpoint
+from tree_fairseq.compat.checkpoints import load_checkpoint, newest_readable_checkpoint
 from fairseq.data import data_utils
 try:
     state = load_checkpoint(sys.argv[1], mmap=True, verify=True)

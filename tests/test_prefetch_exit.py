@@ -1,4 +1,4 @@
-"""A fairseq run stopped mid-epoch exits with status 0 under the plugin (tree_fairseq.prefetch_exit):
+"""A fairseq run stopped mid-epoch exits with status 0 under the plugin (tree_fairseq.compat.prefetch_exit):
 fairseq's batch-prefetching daemon thread, caught inside torch when Python ends, aborts the process
 otherwise."""
 

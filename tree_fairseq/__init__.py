@@ -2,7 +2,7 @@
 
 ``--user-dir tree_fairseq`` imports this package, which registers the tasks
 and models below, makes fairseq checkpoints loadable on torch >= 2.6, lets
-a run that stops mid-epoch exit without aborting (``prefetch_exit``) and
+a run that stops mid-epoch exit without aborting (``compat.prefetch_exit``) and
 prints what the plugin refuses inside fairseq's commands as one line
 (``errors``).
 
@@ -21,8 +21,8 @@ def register() -> None:
     mid-epoch exit cleanly, and say the plugin's refusals in one line (idempotent)."""
     from tree_fairseq import errors
     errors.install()
-    from tree_fairseq import checkpoint_compat  # noqa: F401  (before any checkpoint is read)
-    from tree_fairseq import prefetch_exit  # noqa: F401
+    from tree_fairseq.compat import checkpoints  # noqa: F401  (before any checkpoint is read)
+    from tree_fairseq.compat import prefetch_exit  # noqa: F401
     from tree_fairseq import models, tasks  # noqa: F401
 
 

@@ -56,7 +56,7 @@ def average_checkpoints(paths: list[str]) -> dict:
     """The first checkpoint with its model parameters replaced by the mean over ``paths``."""
     import torch
 
-    from tree_fairseq.checkpoint_compat import load_checkpoint
+    from tree_fairseq.compat.checkpoints import load_checkpoint
 
     _check_distinct_files(paths)
     averaged = None

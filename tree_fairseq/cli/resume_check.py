@@ -53,7 +53,7 @@ def check(save_dir: str, command: list[str]) -> str | None:
     """Why ``command`` (``fairseq-train DATA-BIN FLAG ...``) cannot resume ``save_dir`` (None: it can)."""
     last = os.path.join(save_dir, "checkpoint_last.pt")
     if os.path.exists(last):
-        from tree_fairseq.checkpoint_compat import load_checkpoint
+        from tree_fairseq.compat.checkpoints import load_checkpoint
 
         try:
             state = load_checkpoint(last, mmap=True, verify=True)
@@ -71,7 +71,7 @@ def check(save_dir: str, command: list[str]) -> str | None:
 
 def _resume_instead(save_dir: str) -> str:
     """What to do about an unreadable checkpoint_last.pt: resume from the newest readable checkpoint."""
-    from tree_fairseq.checkpoint_compat import newest_readable_checkpoint
+    from tree_fairseq.compat.checkpoints import newest_readable_checkpoint
 
     last = os.path.join(save_dir, "checkpoint_last.pt")
     instead = newest_readable_checkpoint(save_dir, but=last)
