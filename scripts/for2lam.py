@@ -4,7 +4,7 @@ tree positional encodings on both sides, as in section 5.1.1 of Shiv & Quirk 201
 paper's sequence baseline (``--system transformer``).
 
 Writes into ``--workdir`` (default: a new temporary directory): the seeded synthetic corpus of
-:mod:`tree_fairseq.trees.for2lam` (``{split}.for`` tokens, ``{split}.tree.for`` their trees,
+:mod:`tree_fairseq.trees.for2lam_corpus` (``{split}.for`` tokens, ``{split}.tree.for`` their trees,
 ``{split}.lfor`` the For trees and ``{split}.lam`` the Lam trees, both linearised in ``--order``),
 its data-bin, a checkpoint and the generated test output. Prints whole-program accuracy (the
 hypothesis is the reference tree, symbol for symbol) and the share of well-formed outputs (a
@@ -64,7 +64,7 @@ from pathlib import Path
 import tree_fairseq
 from tree_fairseq.models.tree_pe_transformer import DECODER_POSITIONS
 from tree_fairseq.trees import TreeError
-from tree_fairseq.trees.for2lam import for2lam_pairs
+from tree_fairseq.trees.for2lam_corpus import for2lam_pairs
 from tree_fairseq.trees.linearize import TREE_ORDERS, delinearize, linearize
 
 USER_DIR = str(Path(tree_fairseq.__file__).parent)

@@ -603,7 +603,7 @@ def test_average_checkpoints_refuses_the_same_checkpoint_twice(tmp_path):
 
 @pytest.mark.parametrize("order", ["depth_first", "breadth_first"])
 def test_for2lam_writes_the_linearised_source(tmp_path, order):
-    from tree_fairseq.trees.for2lam import for2lam_pairs
+    from tree_fairseq.trees.for2lam_corpus import for2lam_pairs
     from tree_fairseq.trees.linearize import delinearize, linearize
 
     spec = importlib.util.spec_from_file_location("for2lam_script", ROOT / "scripts" / "for2lam.py")

@@ -16,7 +16,7 @@ from helpers import build, by_length, check_incremental_decoding, collate, parse
 
 from tree_fairseq.cli import preprocess as preprocess_cli
 from tree_fairseq.models.tree_pe_transformer import TreePEEncoder, TreeSlotPositions
-from tree_fairseq.trees.for2lam import Sizes, for2lam_pairs, for_tree, lam_tree, random_program
+from tree_fairseq.trees.for2lam_corpus import Sizes, for2lam_pairs, for_tree, lam_tree, random_program
 from tree_fairseq.trees.linearize import delinearize, linearize
 
 ARCH = "tree_pe_tree2tree_tiny"
