@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import spacy
 from spacy.tokens import Doc
 
-from tree_fairseq.parsing.backends import DependencyTrees
+from tree_fairseq.parsing.interface import DependencyTrees
 from tree_fairseq.trees import Tree, located, unescape
 from tree_fairseq.trees.dependency import DependencyParse
 

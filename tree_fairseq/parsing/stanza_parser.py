@@ -52,7 +52,7 @@ class StanzaParser:
     def __init__(self, lang: str, model_dir: str | None = None, batch_size: int = 64,
                  use_gpu: bool | None = None, on_failure: str = "error", package: str | None = None,
                  model_files: dict[str, str | None] | None = None):
-        from tree_fairseq.parsing.backends import Failures
+        from tree_fairseq.parsing.interface import Failures
 
         self.failures = Failures(on_failure)
         model_dir = model_dir or DEFAULT_MODEL_DIR
