@@ -1,8 +1,13 @@
-"""The fairseq wiring the models of this package share: options from a config dataclass,
-embeddings with fairseq's sharing rules, node-label embeddings, the feed-forward block of an
-encoder layer, the token columns of the attention weights handed to fairseq, the ``forward`` of a
-``--task tree_translation`` batch (tree keys passed to the encoder, or accepted and ignored), and
-the tiny test architecture. What is particular to a method stays in its own module."""
+"""The fairseq wiring the models of this package share: a config dataclass's fields
+(:func:`option`) and an architecture's defaults (:func:`arch_defaults`), options from the config
+dataclass, embeddings with fairseq's sharing rules, node-label embeddings, the encoders' ``forward``
+(:class:`TreeSourceEncoder` hands the method's ``encode_tree`` the tree batch,
+:class:`TextSourceEncoder` the method's ``encode_text`` the text, the tree keys ignored), the
+feed-forward block of an encoder layer, the token columns of the attention weights handed to
+fairseq, the model's ``forward`` of a ``--task tree_translation`` batch (tree keys passed to the
+encoder, or accepted and ignored; :meth:`ConfiguredTransformerModel.encode_and_decode`), and the
+tiny test architecture. What is particular to a method stays in its own module
+(docs/architecture.md)."""
 
 from dataclasses import field
 from typing import Optional
