@@ -22,7 +22,7 @@ with the trained model (Algorithm 1 over the word-to-word links of every layer).
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from fairseq import utils
@@ -32,6 +32,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.language_modeling import SAMPLE_BREAK_MODE_CHOICES
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
+from tree_fairseq.models.common import option
 from tree_fairseq.modules.constituent_attention import unsupervised_parse
 from tree_fairseq.tasks.resumed_batches import ResumedBatches
 from tree_fairseq.trees.tree import Tree
@@ -41,14 +42,12 @@ from tree_fairseq.trees.tree import Tree
 class ConstituentMaskedLMConfig(MaskedLMConfig):
     """fairseq's masked-LM options; one sentence per sample by default."""
 
-    sample_break_mode: SAMPLE_BREAK_MODE_CHOICES = field(
-        default="eos",
-        metadata={"help": 'one sentence (one line of the data) per sample with "eos" (default); the other '
-                          "modes of fairseq's masked_lm pack several, which the constituent prior would join"},
+    sample_break_mode: SAMPLE_BREAK_MODE_CHOICES = option(
+        "eos",
+        'one sentence (one line of the data) per sample with "eos" (default); the other '
+        "modes of fairseq's masked_lm pack several, which the constituent prior would join",
     )
-    include_index: bool = field(
-        default=False, metadata={"help": "add each sample's index to the model input (data2vec's; off here)"}
-    )
+    include_index: bool = option(False, "add each sample's index to the model input (data2vec's; off here)")
 
 
 @register_task("constituent_masked_lm", dataclass=ConstituentMaskedLMConfig)

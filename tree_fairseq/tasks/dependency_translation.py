@@ -17,9 +17,8 @@ A sentence counts its source and target tokens toward ``--max-tokens`` by defaul
 nodes, and so train on exactly the batches of fairseq's transformer on the same data-bin.
 """
 
-import inspect
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from fairseq import utils
@@ -28,8 +27,14 @@ from fairseq.tasks import register_task
 
 from tree_fairseq.data.parent_dataset import INFERENCE_HEADS, InferenceParents, ParentTreePairDataset
 from tree_fairseq.data.tree_streams import load_parent_stream
+from tree_fairseq.models.common import option
 from tree_fairseq.parsing.record import UNKNOWN, describe
-from tree_fairseq.tasks.tree_translation import BATCH_TOKENS, TreeTranslationConfig, TreeTranslationTask
+from tree_fairseq.tasks.tree_translation import (
+    BATCH_TOKENS,
+    TreeTranslationConfig,
+    TreeTranslationTask,
+    require_batch_key,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -39,23 +44,24 @@ class DependencyTranslationConfig(TreeTranslationConfig):
     """tree_translation's options, counting text tokens by default, plus where raw text's heads
     come from."""
 
-    batch_tokens: ChoiceEnum(BATCH_TOKENS) = field(
-        default="text",
-        metadata={"help": "what a sentence counts toward --max-tokens: text (default), max(source tokens, target "
-                          "tokens), as --task translation counts; tree, source leaves + nodes (the models of this "
-                          "task read no nodes)"},
+    batch_tokens: ChoiceEnum(BATCH_TOKENS) = option(
+        "text",
+        "what a sentence counts toward --max-tokens: text (default), max(source tokens, target "
+        "tokens), as --task translation counts; tree, source leaves + nodes (the models of this "
+        "task read no nodes)",
     )
-    inference_heads: Optional[ChoiceEnum(INFERENCE_HEADS)] = field(
-        default=None,
-        metadata={"help": "dependency heads of raw source sentences (fairseq-interactive): parser, those of "
-                          "--inference-parser spacy; next, previous or random, the trivial heads of "
-                          "tree-fairseq-parse --heads-control. Default: what the training data's heads were made "
-                          "with, as recorded (parser without a record); others are refused unless "
-                          "--inference-parser-override"},
+    inference_heads: Optional[ChoiceEnum(INFERENCE_HEADS)] = option(
+        None,
+        "dependency heads of raw source sentences (fairseq-interactive): parser, those of "
+        "--inference-parser spacy; next, previous or random, the trivial heads of "
+        "tree-fairseq-parse --heads-control. Default: what the training data's heads were made "
+        "with, as recorded (parser without a record); others are refused unless "
+        "--inference-parser-override",
     )
-    inference_heads_seed: Optional[int] = field(
-        default=None, metadata={"help": "seed of --inference-heads random, as tree-fairseq-parse --heads-seed "
-                                        "(default: the recorded one, else 1)"}
+    inference_heads_seed: Optional[int] = option(
+        None,
+        "seed of --inference-heads random, as tree-fairseq-parse --heads-seed "
+        "(default: the recorded one, else 1)",
     )
 
 
@@ -79,11 +85,8 @@ class DependencyTranslationTask(TreeTranslationTask):
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
-        if "src_parent_spans" not in inspect.signature(model.forward).parameters:
-            raise ValueError(
-                f"--arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} reads no dependency parents: "
-                "train it with --task tree_translation on the same data-bin"
-            )
+        require_batch_key(model, cfg, "src_parent_spans", "reads no dependency parents: train it with --task "
+                          "tree_translation on the same data-bin")
         return model
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):

@@ -5,7 +5,7 @@ import inspect
 import json
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -21,6 +21,7 @@ from tree_fairseq.data import (
     TreePairDataset, keep_node_dictionary, load_node_dictionary, load_tree_streams, node_dictionary_path,
 )
 from tree_fairseq.data.inference import INFERENCE_PARSERS, InferenceTrees
+from tree_fairseq.models.common import option
 from tree_fairseq.parsing.record import (
     UNKNOWN, databin_record_path, describe, describe_parser, heads_identity, identity_differences, parser_identity,
     read_record, version_differences,
@@ -49,73 +50,80 @@ class TreeTranslationConfig(TranslationConfig):
     checkpoint, not in this config: fairseq saves the command line's config, not the task's copy.
     Each --inference-* option left out is the recorded one (:func:`inference_choice`)."""
 
-    batch_tokens: ChoiceEnum(BATCH_TOKENS) = field(
-        default="tree",
-        metadata={"help": "what a sentence counts toward --max-tokens. tree (default): max(source leaves + "
-                          "nodes, target tokens), since a tree batch's memory and compute grow with its nodes; "
-                          "text: max(source tokens, target tokens), as --task translation counts, so that with "
-                          "the same data-bin, seed and flags the training batches (sentences per update, updates "
-                          "per epoch) are the translation task's exactly; a sentence is then skipped for its "
-                          "text sizes only, and a batch's leaves + nodes may reach about twice --max-tokens"},
+    batch_tokens: ChoiceEnum(BATCH_TOKENS) = option(
+        "tree",
+        "what a sentence counts toward --max-tokens. tree (default): max(source leaves + "
+        "nodes, target tokens), since a tree batch's memory and compute grow with its nodes; "
+        "text: max(source tokens, target tokens), as --task translation counts, so that with "
+        "the same data-bin, seed and flags the training batches (sentences per update, updates "
+        "per epoch) are the translation task's exactly; a sentence is then skipped for its "
+        "text sizes only, and a batch's leaves + nodes may reach about twice --max-tokens",
     )
 
-    inference_parser: Optional[ChoiceEnum(INFERENCE_PARSERS)] = field(
-        default=None,
-        metadata={"help": "parser of raw source sentences (fairseq-interactive, the hub interface): stanza, spacy "
-                          "(--inference-spacy-model) or a trivial tree (balanced, left, right). Default: the one "
-                          "that made the training data's trees, as the checkpoint or the data-bin's parser.SRC.json "
-                          "records it (with its model, tree shape and heads); without a record it must be given. A "
-                          "parser, model, tree shape or heads other than the recorded ones is refused unless "
-                          "--inference-parser-override is given"},
+    inference_parser: Optional[ChoiceEnum(INFERENCE_PARSERS)] = option(
+        None,
+        "parser of raw source sentences (fairseq-interactive, the hub interface): stanza, spacy "
+        "(--inference-spacy-model) or a trivial tree (balanced, left, right). Default: the one "
+        "that made the training data's trees, as the checkpoint or the data-bin's parser.SRC.json "
+        "records it (with its model, tree shape and heads); without a record it must be given. A "
+        "parser, model, tree shape or heads other than the recorded ones is refused unless "
+        "--inference-parser-override is given",
     )
-    inference_parser_override: bool = field(
-        default=False,
-        metadata={"help": "parse raw text with the --inference-parser (and model, tree shape, heads) given although "
-                          "the training data's record names another (a warning instead of a refusal)"},
+    inference_parser_override: bool = option(
+        False,
+        "parse raw text with the --inference-parser (and model, tree shape, heads) given although "
+        "the training data's record names another (a warning instead of a refusal)",
     )
-    inference_parser_model_dir: Optional[str] = field(
-        default=None, metadata={"help": "stanza's model directory for --inference-parser stanza, as tree-fairseq-parse "
-                                        "--model-dir"}
+    inference_parser_model_dir: Optional[str] = option(
+        None,
+        "stanza's model directory for --inference-parser stanza, as tree-fairseq-parse "
+        "--model-dir",
     )
-    inference_stanza_package: Optional[str] = field(
-        default=None, metadata={"help": "stanza's package for --inference-parser stanza, as tree-fairseq-parse "
-                                        "--stanza-package"}
+    inference_stanza_package: Optional[str] = option(
+        None,
+        "stanza's package for --inference-parser stanza, as tree-fairseq-parse "
+        "--stanza-package",
     )
-    inference_stanza_pos_model: Optional[str] = field(
-        default=None, metadata={"help": "stanza's tagger file, as tree-fairseq-parse --stanza-pos-model"}
+    inference_stanza_pos_model: Optional[str] = option(
+        None,
+        "stanza's tagger file, as tree-fairseq-parse --stanza-pos-model",
     )
-    inference_stanza_constituency_model: Optional[str] = field(
-        default=None, metadata={"help": "stanza's parser file, as tree-fairseq-parse --stanza-constituency-model"}
+    inference_stanza_constituency_model: Optional[str] = option(
+        None,
+        "stanza's parser file, as tree-fairseq-parse --stanza-constituency-model",
     )
-    inference_stanza_pretrain: Optional[str] = field(
-        default=None, metadata={"help": "stanza's word vectors file, as tree-fairseq-parse --stanza-pretrain"}
+    inference_stanza_pretrain: Optional[str] = option(
+        None,
+        "stanza's word vectors file, as tree-fairseq-parse --stanza-pretrain",
     )
-    inference_spacy_model: Optional[str] = field(
-        default=None, metadata={"help": "the spaCy pipeline (package name or directory) for --inference-parser "
-                                        "spacy, as tree-fairseq-parse --spacy-model (default: the recorded one)"}
+    inference_spacy_model: Optional[str] = option(
+        None,
+        "the spaCy pipeline (package name or directory) for --inference-parser "
+        "spacy, as tree-fairseq-parse --spacy-model (default: the recorded one)",
     )
-    inference_dependency_tree_shape: Optional[ChoiceEnum(DEPENDENCY_TREE_SHAPES)] = field(
-        default=None, metadata={"help": "phrase structure of --inference-parser spacy's dependency parses, "
-                                        "as tree-fairseq-parse --dependency-tree-shape (default: the recorded one, "
-                                        "else layered)"}
+    inference_dependency_tree_shape: Optional[ChoiceEnum(DEPENDENCY_TREE_SHAPES)] = option(
+        None,
+        "phrase structure of --inference-parser spacy's dependency parses, "
+        "as tree-fairseq-parse --dependency-tree-shape (default: the recorded one, "
+        "else layered)",
     )
-    subword_format: ChoiceEnum(("auto",) + SUBWORD_FORMATS) = field(
-        default="auto",
-        metadata={"help": "how the source BPE marks word pieces, as tree-fairseq-preprocess --subword-format; "
-                          "auto (default): sentencepiece when the source dictionary holds \u2581 pieces, "
-                          "subword_nmt otherwise"},
+    subword_format: ChoiceEnum(("auto",) + SUBWORD_FORMATS) = option(
+        "auto",
+        "how the source BPE marks word pieces, as tree-fairseq-preprocess --subword-format; "
+        "auto (default): sentencepiece when the source dictionary holds \u2581 pieces, "
+        "subword_nmt otherwise",
     )
-    subword_label: ChoiceEnum(SUBWORD_LABELS) = field(
-        default="pos",
-        metadata={"help": "label of the node over a word's BPE pieces, as tree-fairseq-preprocess --subword-label"},
+    subword_label: ChoiceEnum(SUBWORD_LABELS) = option(
+        "pos",
+        "label of the node over a word's BPE pieces, as tree-fairseq-preprocess --subword-label",
     )
-    inference_too_long: ChoiceEnum(INFERENCE_TOO_LONG) = field(
-        default="skip",
-        metadata={"help": "fairseq-interactive: an input line of more source tokens (BPE pieces and EOS) than the "
-                          "model's source positions (--max-source-positions, the checkpoint's own included), or "
-                          "that counts more than --max-tokens: skip (default) leaves it untranslated, truncate "
-                          "translates its first words that fit the positions; either with a warning naming the "
-                          "line and its length, and the session goes on with the next line"},
+    inference_too_long: ChoiceEnum(INFERENCE_TOO_LONG) = option(
+        "skip",
+        "fairseq-interactive: an input line of more source tokens (BPE pieces and EOS) than the "
+        "model's source positions (--max-source-positions, the checkpoint's own included), or "
+        "that counts more than --max-tokens: skip (default) leaves it untranslated, truncate "
+        "translates its first words that fit the positions; either with a warning naming the "
+        "line and its length, and the session goes on with the next line",
     )
 
 
@@ -205,12 +213,9 @@ class TreeTranslationTask(ResumedBatches, TranslationTask):
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
-        if "src_node_labels" not in inspect.signature(model.forward).parameters:
-            raise ValueError(
-                f"--arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} reads no source trees and "
-                "cannot take a tree_translation batch: train it with --task translation on the same data-bin "
-                "(its text part is fairseq-preprocess's own)"
-            )
+        require_batch_key(model, cfg, "src_node_labels", "reads no source trees and cannot take a tree_translation "
+                          "batch: train it with --task translation on the same data-bin (its text part is "
+                          "fairseq-preprocess's own)")
         keep_node_dictionary(model, self.node_dict, self.node_dict_path)
         self._model_max_positions.append(model.max_positions())
         return model
@@ -381,6 +386,12 @@ class TreeTranslationTask(ResumedBatches, TranslationTask):
         if "src_node_labels" not in net_input:
             net_input = self.inference_trees.add_tree_inputs(net_input)
         return net_input
+
+def require_batch_key(model, cfg, key: str, refusal: str) -> None:
+    """ValueError ``--arch ARCH {refusal}`` when ``model.forward`` takes no ``key`` of the batch."""
+    if key not in inspect.signature(model.forward).parameters:
+        raise ValueError(f"--arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} {refusal}")
+
 
 def _databin_parser_record(data_dir: str, lang: str):
     """The ``parser`` of the data-bin's parser.{lang}.json; ``unknown`` without one."""
