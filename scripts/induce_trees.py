@@ -56,8 +56,12 @@ layers have links below the threshold yet::
 """
 
 import argparse
+import json
 import logging
 import random
+import os
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -68,19 +72,23 @@ from fairseq_cli import preprocess as fairseq_preprocess
 from fairseq_cli import train as fairseq_train
 
 import tree_fairseq
-from tree_fairseq.trees import parse_tree, trivial_tree
-from tree_fairseq.trees.evaluation import (
-    bracket_f1,
-    parse_tree_of_word_tags,
-    parse_tree_without_punctuation,
-    random_binary_tree,
-    short_sentences,
-)
+from tree_fairseq.analysis import induction
+from tree_fairseq.analysis.induction import WORD_FILTERS
+from tree_fairseq.cli import patience
+from tree_fairseq.cli.locking import output_lock
+from tree_fairseq.modules.constituent_attention import unsupervised_parse
+from tree_fairseq.trees import trivial_tree
+from tree_fairseq.trees.evaluation import bracket_f1, random_binary_tree, short_sentences
 
-DEFAULT_TREES = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb-sample" / "wsj_0001-0199.mrg.txt"
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DEFAULT_TREES = SHARED_DATA / "ptb-sample" / "wsj_0001-0199.mrg.txt"
+DEFAULT_EXTRA_TEXT = SHARED_DATA / "iwslt14-de-en-lowres" / "train.en"
 USER_DIR = str(Path(tree_fairseq.__file__).parent)
-WORD_FILTERS = {"word-tags": parse_tree_of_word_tags, "punctuation-tags": parse_tree_without_punctuation,
-                "none": parse_tree}
+SETTINGS = ("ptb", "ptb+iwslt")
+# The options of a run to convergence that make it what it is: a workdir is refused with others.
+RUN_OPTIONS = ("setting", "trees", "extra_text", "sentences", "word_filter", "keep_case", "min_count", "arch",
+               "max_tokens", "lr", "adam_betas", "lr_scheduler", "warmup", "weight_decay", "clip_norm", "seed",
+               "valid_fraction", "valid_seed", "patience", "max_epochs", "threshold", "short", "min_layer")
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -104,7 +112,8 @@ def get_parser() -> argparse.ArgumentParser:
                         help="words seen fewer times map to <unk> (default: %(default)s)")
     parser.add_argument("--arch", default="constituent_encoder_lm",
                         help="a constituent_encoder_lm architecture (default: %(default)s, the paper's)")
-    parser.add_argument("--updates", type=int, default=1000, help="training updates in all (default: %(default)s)")
+    parser.add_argument("--updates", type=int, default=None,
+                        help="training updates in all (default: 1000; not with --until-converged)")
     parser.add_argument("--max-tokens", type=int, default=4096, help="tokens per batch (default: %(default)s)")
     parser.add_argument("--lr", type=float, default=1e-4,
                         help="Adam's learning rate, the peak one after warm-up (default: %(default)s, the paper's)")
@@ -119,8 +128,9 @@ def get_parser() -> argparse.ArgumentParser:
                         help="Adam's decoupled weight decay (default: %(default)s; the paper states none)")
     parser.add_argument("--clip-norm", type=float, default=0.0,
                         help="clip gradients to this norm, 0 for none (default: %(default)s; the paper states none)")
-    parser.add_argument("--save-interval", type=int, default=100,
-                        help="save the checkpoint every N updates (default: %(default)s)")
+    parser.add_argument("--save-interval", type=int, default=None,
+                        help="save the checkpoint every N updates (default: 100; not with --until-converged, "
+                             "which saves at every epoch's end)")
     parser.add_argument("--seed", type=int, default=1,
                         help="seed of training and of the random-tree baseline (default: %(default)s)")
     parser.add_argument("--min-layer", type=int, default=3,
@@ -133,18 +143,33 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--keep-trivial-spans", action="store_true",
                         help="also score the whole-sentence bracket (default: left out)")
     parser.add_argument("--cpu", action="store_true", help="train on the CPU even when CUDA is available")
+    converged = parser.add_argument_group(
+        "training to convergence (--until-converged)",
+        "a held-out part of the trees' sentences is validated every epoch; the run stops after --patience epochs "
+        "without a lower masked-LM validation loss, then parses all sentences with every epoch's model")
+    converged.add_argument("--until-converged", action="store_true",
+                           help="train to convergence instead of for --updates updates, then evaluate every epoch")
+    converged.add_argument("--setting", choices=SETTINGS, default=None,
+                           help="ptb: the trees' sentences alone; ptb+iwslt: and --extra-text as more training text "
+                                "(default: ptb)")
+    converged.add_argument("--extra-text", type=Path, default=None,
+                           help=f"the extra training text of --setting ptb+iwslt, one tokenised sentence a line "
+                                f"(default: {DEFAULT_EXTRA_TEXT})")
+    converged.add_argument("--valid-fraction", type=float, default=0.1,
+                           help="share of the trees' sentences held out for validation (default: %(default)s)")
+    converged.add_argument("--valid-seed", type=int, default=1,
+                           help="seed of the held-out draw, the same for every --seed (default: %(default)s)")
+    converged.add_argument("--patience", type=int, default=5,
+                           help="stop after this many epochs without a lower validation loss (default: %(default)s)")
+    converged.add_argument("--max-epochs", type=int, default=200,
+                           help="stop at this epoch whatever the validation loss (default: %(default)s)")
     return parser
 
 
 def read_sentences(args) -> tuple[list, list[list[str]]]:
     """The normalised gold trees and their words (lowercased unless --keep-case); a tree left
     without words by --word-filter is skipped (it has nothing to parse)."""
-    lines = [line for line in args.trees.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if args.sentences is not None:
-        lines = lines[: args.sentences]
-    gold = [tree for tree in map(WORD_FILTERS[args.word_filter], lines) if tree is not None]
-    sentences = [[word if args.keep_case else word.lower() for word in tree.leaves] for tree in gold]
-    return gold, sentences
+    return induction.read_gold(args.trees, args.word_filter, args.keep_case, args.sentences)
 
 
 def prepare_data(args, sentences: list[list[str]]) -> Path:
@@ -200,14 +225,56 @@ def induce(args, databin: Path, checkpoint: Path, sentences: list[list[str]]) ->
     return task.induce_trees(model, sentences, min_layer=args.min_layer, threshold=args.threshold)
 
 
+def check_options(parser: argparse.ArgumentParser, args) -> None:
+    """Refuse options that do not go together; fill in the defaults of the mode."""
+    if args.lr_scheduler == "inverse_sqrt" and args.warmup < 1:
+        parser.error("--lr-scheduler inverse_sqrt needs --warmup >= 1 (fairseq's decay starts from the warm-up's end)")
+    if not args.until_converged:
+        for flag, value in (("--setting", args.setting), ("--extra-text", args.extra_text)):
+            if value is not None:
+                parser.error(f"{flag} goes with --until-converged")
+        args.updates = 1000 if args.updates is None else args.updates
+        args.save_interval = 100 if args.save_interval is None else args.save_interval
+        return
+    for flag, value in (("--updates", args.updates), ("--save-interval", args.save_interval)):
+        if value is not None:
+            parser.error(f"{flag} does not go with --until-converged (it trains by epochs until the validation "
+                         "loss stops improving)")
+    args.setting = args.setting or "ptb"
+    if args.extra_text is not None and args.setting != "ptb+iwslt":
+        parser.error("--extra-text goes with --setting ptb+iwslt")
+    if args.setting == "ptb+iwslt":
+        args.extra_text = (args.extra_text or DEFAULT_EXTRA_TEXT).resolve()
+        if not args.extra_text.is_file():
+            parser.error(f"--extra-text {args.extra_text}: no such file")
+        if args.extra_text == args.trees.resolve():
+            parser.error(f"--extra-text {args.extra_text} is the --trees file")
+    if not 0 < args.valid_fraction < 1:
+        parser.error(f"--valid-fraction must be between 0 and 1, not {args.valid_fraction}")
+    if args.patience < 1 or args.max_epochs < 1:
+        parser.error("--patience and --max-epochs must be >= 1")
+    if not args.trees.is_file():
+        parser.error(f"--trees {args.trees}: no such file")
+    args.trees = args.trees.resolve()
+    try:
+        import matplotlib  # noqa: F401  (the curve's PNG; refused now rather than after hours of training)
+    except ImportError:
+        parser.error("--until-converged draws its curves with matplotlib: pip install -e '.[analysis]'")
+
+
 def main(argv=None) -> None:
     parser = get_parser()
     args = parser.parse_args(argv)
-    if args.lr_scheduler == "inverse_sqrt" and args.warmup < 1:
-        parser.error("--lr-scheduler inverse_sqrt needs --warmup >= 1 (fairseq's decay starts from the warm-up's end)")
+    check_options(parser, args)
     # fairseq_cli.train logs to stdout when imported; the log goes to stderr, the table to stdout.
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO,
                         stream=sys.stderr, force=True)
+    if args.until_converged:
+        try:
+            until_converged(args)
+        except ValueError as error:  # another run holds the workdir, or the workdir is another run's
+            sys.exit(f"induce_trees.py: error: {error}")
+        return
     gold, sentences = read_sentences(args)
     databin = prepare_data(args, sentences)
     save_dir = args.workdir / "checkpoints"
@@ -247,6 +314,308 @@ def print_scores(title: str, rows: list, gold: list, indices: list[int], drop_tr
               f"{100 * every.corpus_f1:>9.1f} {100 * every.corpus_precision:>8.1f} {100 * every.corpus_recall:>8.1f}")
     print(f"(all sent.: mean over the {len(indices)} sentences; gold-br. sent.: over the {with_brackets} "
           "with a gold bracket)")
+
+
+# Training to convergence
+
+
+def run_settings(args) -> dict:
+    """What makes the run (:data:`RUN_OPTIONS`), as recorded in WORKDIR/settings.json."""
+    return {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()
+            if key in RUN_OPTIONS}
+
+
+def claim_workdir(args) -> None:
+    """Record the run's settings in a new workdir; refuse a workdir of other settings, one not made
+    by this mode, or one whose run is finished."""
+    record = args.workdir / "settings.json"
+    settings = run_settings(args)
+    if record.exists():
+        before = json.loads(record.read_text(encoding="utf-8"))
+        differ = sorted(key for key in set(before) | set(settings) if before.get(key) != settings.get(key))
+        if differ:
+            said = ", ".join(f"--{key.replace('_', '-')} {before.get(key)} (now {settings.get(key)})" for key in differ)
+            raise ValueError(f"--workdir {args.workdir} holds a run with other settings: {said}; use another --workdir")
+        if (args.workdir / "results" / "scores.json").exists():
+            raise ValueError(f"--workdir {args.workdir} holds a finished run (results/scores.json): nothing to do; "
+                             "to run it again, use another --workdir")
+        return
+    if any(path.name != "settings.json.partial" for path in args.workdir.iterdir()):
+        raise ValueError(f"--workdir {args.workdir} is not empty and holds no run to convergence (no settings.json): "
+                         "use another --workdir")
+    induction.write_json(record, settings)
+
+
+def prepare_split_data(args, sentences: list[list[str]]) -> tuple[Path, list[int]]:
+    """``train.txt`` (the trees' sentences but the held-out ones, then --extra-text's for ptb+iwslt),
+    ``valid.txt`` (the held-out ones, in the trees' order) and their data-bin (the dictionary of
+    train.txt alone); the data-bin is written whole or not at all."""
+    valid = induction.held_out(len(sentences), args.valid_fraction, args.valid_seed)
+    held = set(valid)
+    train = [words for i, words in enumerate(sentences) if i not in held]
+    if args.setting == "ptb+iwslt":
+        train += induction.extra_sentences(args.extra_text, args.keep_case)
+    databin = args.workdir / "data-bin"
+    if not (databin / "dict.txt").exists():
+        for name, part in (("train.txt", train), ("valid.txt", [sentences[i] for i in valid])):
+            induction.write_atomically(args.workdir / name, "".join(" ".join(words) + "\n" for words in part))
+        partial = args.workdir / "data-bin.partial"
+        if partial.exists():
+            shutil.rmtree(partial)
+        fairseq_preprocess.main(options.get_preprocessing_parser().parse_args([
+            "--only-source", "--trainpref", str(args.workdir / "train.txt"),
+            "--validpref", str(args.workdir / "valid.txt"), "--destdir", str(partial),
+            "--thresholdsrc", str(args.min_count), "--workers", "1",
+        ]))
+        partial.rename(databin)
+    return databin, valid
+
+
+def converged_command(args, databin: Path, save_dir: Path) -> list[str]:
+    """fairseq-train's flags: validation and a checkpoint at every epoch's end, fairseq's
+    --patience, --max-epoch the cap."""
+    argv = [
+        str(databin), "--user-dir", USER_DIR, "--task", "constituent_masked_lm", "--arch", args.arch,
+        "--criterion", "masked_lm", "--optimizer", "adam", "--adam-betas", args.adam_betas,
+        "--weight-decay", str(args.weight_decay), "--clip-norm", str(args.clip_norm), "--lr", str(args.lr),
+        "--lr-scheduler", args.lr_scheduler, "--warmup-updates", str(args.warmup), "--max-tokens", str(args.max_tokens),
+        *(["--warmup-init-lr", "1e-7"] if args.lr_scheduler == "inverse_sqrt" else []),
+        "--seed", str(args.seed), "--save-dir", str(save_dir), "--valid-subset", "valid",
+        "--best-checkpoint-metric", "loss", "--patience", str(args.patience), "--max-epoch", str(args.max_epochs),
+        "--num-workers", "0", "--log-format", "simple", "--log-interval", "10",
+    ]
+    if args.cpu or not torch.cuda.is_available():
+        argv.append("--cpu")
+    return argv
+
+
+def train_until_converged(args, databin: Path, save_dir: Path, after_sitting) -> str:
+    """Train in sittings of at most --patience epochs, each resuming checkpoint_last.pt, until the
+    validations of SAVE_DIR/train.log (every sitting's, of this and earlier runs of the command)
+    have had --patience epochs without a lower loss, or --max-epochs: the count of
+    :mod:`tree_fairseq.cli.patience`, which scripts/train.sh uses, so that a run killed and resumed
+    stops where an uninterrupted one stops. ``after_sitting()`` runs after every sitting. Returns why
+    the run stopped."""
+    save_dir.mkdir(parents=True, exist_ok=True)
+    log = save_dir / "train.log"
+    command = converged_command(args, databin, save_dir)
+    trained_to = None
+    while True:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.exists() else []
+        bound, why = patience.max_epoch(lines, command, trained_to)
+        if why:
+            logging.info("patience: %s", why)
+        if bound == 0:
+            return why
+        found = patience.validations(lines)
+        last = found[-1][0] if found else 0
+        # At most --patience epochs a sitting: each sitting's epoch checkpoints are then thinned.
+        sitting_end = min(bound or args.max_epochs, last + args.patience)
+        sitting = [*command, "--max-epoch", str(sitting_end)]
+        handler = logging.FileHandler(log, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
+        logging.getLogger().addHandler(handler)
+        try:
+            logging.info("$ fairseq-train %s", " ".join(sitting))
+            # fairseq's own early-stop count lives in function attributes: every sitting starts it afresh,
+            # as a new process would (the count of the whole log decides when to stop).
+            for name in ("best", "num_runs"):
+                fairseq_train.should_stop_early.__dict__.pop(name, None)
+            train_args = options.parse_args_and_arch(options.get_training_parser(), sitting)
+            distributed_utils.call_main(convert_namespace_to_omegaconf(train_args), fairseq_train.main)
+        finally:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+        trained_to = sitting_end
+        after_sitting()
+
+
+EPOCH_CHECKPOINT = re.compile(r"checkpoint(\d+)\.pt")
+
+
+def thin_epoch_checkpoints(save_dir: Path) -> None:
+    """fairseq's checkpoint{N}.pt without the optimiser's state, as epoch{N}.pt (a third of the size;
+    checkpoint_last.pt, which a resume reads, keeps it)."""
+    for path in sorted(save_dir.glob("checkpoint*.pt")):
+        match = EPOCH_CHECKPOINT.fullmatch(path.name)
+        if not match:
+            continue
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        state["last_optimizer_state"] = None
+        partial = save_dir / f"epoch{match.group(1)}.pt.partial"
+        torch.save(state, partial)
+        os.replace(partial, save_dir / f"epoch{match.group(1)}.pt")
+        path.unlink()
+
+
+def epoch_models(save_dir: Path) -> dict[int, Path]:
+    return {int(path.name[5:-3]): path for path in save_dir.glob("epoch*.pt") if re.fullmatch(r"epoch\d+\.pt", path.name)}
+
+
+def load_model(args, databin: Path, checkpoint: Path):
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides={"data": str(databin)})
+    model = models[0]
+    if torch.cuda.is_available() and not args.cpu:
+        model.cuda()
+    return model, task
+
+
+def parse_every_m(args, links: list, sentences: list[list[str]]) -> dict[int, list]:
+    """Algorithm 1 with every m (0 .. layers - 1) over the same link probabilities."""
+    layers = links[0].shape[0]
+    return {m: [unsupervised_parse(a, words, m, args.threshold) for a, words in zip(links, sentences)]
+            for m in range(layers)}
+
+
+def evaluate_epochs(args, databin: Path, save_dir: Path, gold: list, sentences: list, short: list[int]) -> None:
+    """results/epochs/epoch{N}.json for every epoch model not yet scored: its validation loss, F1
+    with every m, and the distribution of its link probabilities."""
+    out = args.workdir / "results" / "epochs"
+    out.mkdir(parents=True, exist_ok=True)
+    log = save_dir / "train.log"
+    losses = dict(patience.validations(log.read_text(encoding="utf-8", errors="replace").splitlines()))
+    for epoch, path in sorted(epoch_models(save_dir).items()):
+        target = out / f"epoch{epoch}.json"
+        if target.exists():
+            continue
+        model, task = load_model(args, databin, path)
+        links = task.sentence_links(model, sentences)
+        updates = torch.load(path, map_location="cpu", weights_only=False)["optimizer_history"][-1]["num_updates"]
+        induction.write_json(target, {
+            "epoch": epoch, "updates": updates, "valid_loss": losses.get(epoch),
+            "induced": {str(m): induction.scores(trees, gold, short)
+                        for m, trees in parse_every_m(args, links, sentences).items()},
+            "links": induction.link_distribution(links, args.threshold),
+        })
+        logging.info("scored the trees of epoch %d", epoch)
+
+
+def until_converged(args) -> None:
+    """Train to convergence (resuming), score every epoch, write the best epoch's trees and the
+    results (:func:`finish`)."""
+    gold, sentences = read_sentences(args)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    with output_lock(str(args.workdir), "--workdir"):
+        claim_workdir(args)
+        databin, valid = prepare_split_data(args, sentences)
+        save_dir = args.workdir / "checkpoints"
+        short = short_sentences(gold, args.short)
+
+        def after_sitting():
+            thin_epoch_checkpoints(save_dir)
+            evaluate_epochs(args, databin, save_dir, gold, sentences, short)
+
+        thin_epoch_checkpoints(save_dir)  # of a sitting killed before it could
+        stopped = train_until_converged(args, databin, save_dir, after_sitting)
+        after_sitting()
+        finish(args, databin, save_dir, gold, sentences, short, valid, stopped)
+
+
+def finish(args, databin, save_dir, gold, sentences, short, valid, stopped: str) -> None:
+    """results/: trees/m{m}.txt (the best epoch's trees with every m, one bracketed tree a line, in
+    the trees' order) and the baselines' trees, curve.png and links.png, scores.txt, and last
+    scores.json (its presence marks the run finished)."""
+    results = args.workdir / "results"
+    log = save_dir / "train.log"
+    found = patience.validations(log.read_text(encoding="utf-8", errors="replace").splitlines())
+    best_loss = min(loss for _, loss in found)
+    best_epoch = next(epoch for epoch, loss in found if loss == best_loss)  # fairseq's best: the first lowest
+    epochs = [json.loads((results / "epochs" / f"epoch{epoch}.json").read_text(encoding="utf-8"))
+              for epoch in sorted(epoch_models(save_dir))]
+    if [e["epoch"] for e in epochs] != [epoch for epoch, _ in found]:
+        raise ValueError(f"{save_dir}: the epoch models {[e['epoch'] for e in epochs]} are not the validated epochs "
+                         f"{[epoch for epoch, _ in found]}")
+    model, task = load_model(args, databin, epoch_models(save_dir)[best_epoch])
+    links = task.sentence_links(model, sentences)
+    trees_dir = results / "trees"
+    trees_dir.mkdir(parents=True, exist_ok=True)
+    induced = parse_every_m(args, links, sentences)
+    for m, trees in induced.items():
+        induction.write_trees(trees_dir / f"m{m}.txt", trees)
+    baselines = induction.baselines(sentences, args.seed)
+    for name, trees in baselines.items():
+        induction.write_trees(trees_dir / f"{name}.txt", trees)
+    best = next(e for e in epochs if e["epoch"] == best_epoch)
+    record = {
+        **run_settings(args), "stopped": stopped, "epochs": len(epochs), "best_epoch": best_epoch,
+        "best_valid_loss": best_loss, "best_updates": best["updates"], "sentences": len(sentences),
+        "short_sentences": len(short), "valid_sentences": len(valid),
+        "induced": {str(m): induction.scores(trees, gold, short) for m, trees in induced.items()},
+        "baselines": {name: induction.scores(trees, gold, short) for name, trees in baselines.items()},
+        "links": best["links"],
+        "curve": [{"epoch": e["epoch"], "updates": e["updates"], "valid_loss": e["valid_loss"],
+                   "induced": {m: {s: v[s]["sentence_f1"] for s in ("all", "short")} for m, v in e["induced"].items()}}
+                  for e in epochs],
+    }
+    if record["induced"] != best["induced"]:
+        raise ValueError(f"the trees of epoch {best_epoch} parsed again score otherwise than when the epoch was scored")
+    draw(args, record, results)
+    induction.write_atomically(results / "scores.txt", scores_text(args, record))
+    induction.write_json(results / "scores.json", record)
+    print(scores_text(args, record), end="")
+
+
+def scores_text(args, record: dict) -> str:
+    lines = [f"Sentence-level F1 (%, PRPN / ON-LSTM's) on all {record['sentences']} sentences of {args.trees.name} and "
+             f"on the {record['short_sentences']} of <= {args.short} words; {args.arch}, --setting {args.setting}, "
+             f"--seed {args.seed}; best validation loss {record['best_valid_loss']:g} at epoch {record['best_epoch']} "
+             f"({record['best_updates']} updates) of {record['epochs']}; stopped: {record['stopped']}",
+             f"{'trees':<32} {'all':>6} {'short':>6} {'corpus F1 all':>13}"]
+    rows = [(f"constituent attention, m={m}", v) for m, v in record["induced"].items()]
+    rows += list(record["baselines"].items())
+    for name, v in rows:
+        lines.append(f"{name:<32} {100 * v['all']['sentence_f1']:>6.1f} {100 * v['short']['sentence_f1']:>6.1f} "
+                     f"{100 * v['all']['corpus_f1']:>13.1f}")
+    lines.append(f"link probabilities at epoch {record['best_epoch']}, share above --threshold {args.threshold} per "
+                 "layer: " + " ".join(f"{layer['above_threshold']:.2f}" for layer in record["links"]))
+    return "\n".join(lines) + "\n"
+
+
+def draw(args, record: dict, results: Path) -> None:
+    """curve.png: sentence-level F1 (m = --min-layer, every sentence and the short ones) and the
+    validation loss over the epochs; links.png: the link probabilities' histogram per layer at the
+    best epoch."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    m = str(min(args.min_layer, len(record["induced"]) - 1))
+    epochs = [point["epoch"] for point in record["curve"]]
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for subset, style in (("all", "-"), ("short", "--")):
+        axis.plot(epochs, [100 * point["induced"][m][subset] for point in record["curve"]], style, marker=".",
+                  label=f"constituent attention, m={m} ({subset})")
+        axis.axhline(100 * record["baselines"]["right-branching"][subset]["sentence_f1"], color="grey",
+                     linestyle=style, linewidth=0.8, label=f"right-branching ({subset})")
+    axis.axvline(record["best_epoch"], color="black", linewidth=0.5)
+    axis.set_xlabel("epoch")
+    axis.set_ylabel("sentence-level F1 (%)")
+    loss_axis = axis.twinx()
+    loss_axis.plot(epochs, [point["valid_loss"] for point in record["curve"]], color="tab:red", linewidth=0.8)
+    loss_axis.set_ylabel("validation loss (masked LM)", color="tab:red")
+    axis.legend(fontsize=7, loc="lower right")
+    axis.set_title(f"{args.arch}, {args.setting}, seed {args.seed}", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(results / "curve.png.partial.png", dpi=120)
+    os.replace(results / "curve.png.partial.png", results / "curve.png")
+    plt.close(figure)
+
+    layers = record["links"]
+    figure, axes = plt.subplots(len(layers), 1, figsize=(6, 1.1 * len(layers) + 0.6), sharex=True)
+    for axis, layer in zip(list(getattr(axes, "flat", [axes])), layers):
+        width = 1 / len(layer["histogram"])
+        total = max(layer["links"], 1)
+        axis.bar([i * width for i in range(len(layer["histogram"]))], [c / total for c in layer["histogram"]],
+                 width=width, align="edge")
+        axis.axvline(args.threshold, color="red", linewidth=0.8)
+        axis.set_ylabel(f"layer {layer['layer']}", fontsize=7)
+    axes_list = list(getattr(axes, "flat", [axes]))
+    axes_list[-1].set_xlabel(f"link probability (red: threshold {args.threshold}); share of links per bin")
+    figure.tight_layout()
+    figure.savefig(results / "links.png.partial.png", dpi=120)
+    os.replace(results / "links.png.partial.png", results / "links.png")
+    plt.close(figure)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,14 @@ class ConstituentMaskedLMTask(ResumedBatches, MaskedLMTask):
         of ``model`` (a ``constituent_encoder_lm``) from ``min_layer`` (the paper's ``m``, layers
         numbered from 0; default 3 as the paper's best) up. The model is run without dropout and
         left in the mode it was in."""
+        links = self.sentence_links(model, sentences, batch_size)
+        return [unsupervised_parse(a, words, min_layer, threshold) for a, words in zip(links, sentences)]
+
+    def sentence_links(self, model, sentences: Sequence[Sequence[str]], batch_size: int = 64) -> list[torch.Tensor]:
+        """The link probabilities of each sentence, ``(L, k - 1)`` for k words (link j joins words j
+        and j + 1, every layer from the lowest), as :meth:`induce_trees` parses them: one pass of the
+        encoder serves Algorithm 1 for every ``m``. Run without dropout; the model is left in the mode
+        it was in."""
         dictionary = self.source_dictionary
         device = next(model.parameters()).device
         encoded = [
@@ -94,7 +102,7 @@ class ConstituentMaskedLMTask(ResumedBatches, MaskedLMTask):
             for words in sentences
         ]
         order = sorted(range(len(sentences)), key=lambda i: len(encoded[i]))
-        trees: list[Tree | None] = [None] * len(sentences)
+        found: list[torch.Tensor | None] = [None] * len(sentences)
         was_training = model.training
         model.eval()
         try:
@@ -104,9 +112,8 @@ class ConstituentMaskedLMTask(ResumedBatches, MaskedLMTask):
                     src_tokens = data_utils.collate_tokens([encoded[i] for i in batch], dictionary.pad())
                     links = model.encoder(src_tokens.to(device))["constituent_links"][0].cpu()  # (B, L, n - 1)
                     for row, index in enumerate(batch):
-                        words = sentences[index]
                         # right-padded: link j joins words j and j + 1 for j < k - 1
-                        trees[index] = unsupervised_parse(links[row, :, : len(words) - 1], words, min_layer, threshold)
+                        found[index] = links[row, :, : len(sentences[index]) - 1].clone()
         finally:
             model.train(was_training)
-        return trees
+        return found

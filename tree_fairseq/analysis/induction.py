@@ -1,0 +1,189 @@
+"""Grammar induction with constituent attention: the pieces scripts/induce_trees.py and
+scripts/score_induced_trees.py share (reading the gold trees and the extra text, the held-out
+validation sentences, scores, induced-tree files, the link probabilities' distribution, the table
+over seeds). Imports neither fairseq nor matplotlib.
+
+Scores are PRPN / ON-LSTM's (:func:`tree_fairseq.trees.evaluation.bracket_f1` with
+``every_sentence=True``, the whole-sentence bracket left out): the sentence-level F1, the paper's
+metric, and the corpus-level F1 beside it, on every sentence and on those of at most ``short`` words.
+"""
+
+import html
+import json
+import math
+import os
+import random
+import statistics
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+
+from tree_fairseq.trees import parse_tree, trivial_tree
+from tree_fairseq.trees.evaluation import (
+    bracket_f1,
+    parse_tree_of_word_tags,
+    parse_tree_without_punctuation,
+    random_binary_tree,
+    short_sentences,
+)
+
+WORD_FILTERS = {"word-tags": parse_tree_of_word_tags, "punctuation-tags": parse_tree_without_punctuation,
+                "none": parse_tree}
+# Bins of the link probabilities' histogram: 20 of width 0.05 over [0, 1].
+LINK_BINS = 20
+
+
+def read_gold(path: Path, word_filter: str = "word-tags", keep_case: bool = False, limit: int | None = None):
+    """The normalised gold trees of ``path`` (one bracketed tree per line; blank lines skipped; the
+    first ``limit`` only) and their words, lowercased unless ``keep_case``. A tree left without words
+    by ``word_filter`` is skipped (it has nothing to parse)."""
+    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    if limit is not None:
+        lines = lines[:limit]
+    gold = [tree for tree in map(WORD_FILTERS[word_filter], lines) if tree is not None]
+    sentences = [[word if keep_case else word.lower() for word in tree.leaves] for tree in gold]
+    return gold, sentences
+
+
+def _is_word(token: str) -> bool:
+    """A token with a letter or a digit in it (punctuation-only tokens are no words here, as the
+    PTB's punctuation tags are not among the kept word tags)."""
+    return any(unicodedata.category(c)[0] in "LN" for c in token)
+
+
+def extra_sentences(path: Path, keep_case: bool = False) -> list[list[str]]:
+    """Unlabelled training text, one tokenised sentence per line (Moses-escaped as IWSLT's, ``&apos;``
+    and the like, or plain), made like the trees' words: unescaped, lowercased unless ``keep_case``,
+    punctuation-only tokens left out; a line left without words is skipped."""
+    found = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        words = [html.unescape(token) for token in line.split()]
+        words = [word if keep_case else word.lower() for word in words if _is_word(word)]
+        if words:
+            found.append(words)
+    return found
+
+
+def held_out(count: int, fraction: float, seed: int) -> list[int]:
+    """The indices (sorted) of the ``round(fraction * count)`` sentences held out for validation,
+    drawn with ``random.Random(seed)``: the same for every training seed."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"the validation fraction must be between 0 and 1, not {fraction}")
+    size = round(fraction * count)
+    if size < 1 or size >= count:
+        raise ValueError(f"a validation fraction of {fraction} of {count} sentences leaves no validation or no "
+                         "training sentence")
+    return sorted(random.Random(seed).sample(range(count), size))
+
+
+def scores(trees: Sequence, gold: Sequence, short: Sequence[int]) -> dict:
+    """Sentence- and corpus-level F1 (PRPN / ON-LSTM's) of ``trees`` on every sentence and on the
+    sentences ``short``."""
+    found = {}
+    for name, indices in (("all", range(len(gold))), ("short", short)):
+        result = bracket_f1([trees[i] for i in indices], [gold[i] for i in indices], every_sentence=True)
+        found[name] = {"sentence_f1": result.sentence_f1, "corpus_f1": result.corpus_f1,
+                       "corpus_precision": result.corpus_precision, "corpus_recall": result.corpus_recall,
+                       "sentences": len(indices)}
+    return found
+
+
+def baselines(sentences: Sequence[Sequence[str]], seed: int) -> dict:
+    """Left-branching, right-branching and random binary trees (``random.Random(seed)``) over the
+    sentences."""
+    rng = random.Random(seed)
+    return {
+        "left-branching": [trivial_tree(list(words), "left") for words in sentences],
+        "right-branching": [trivial_tree(list(words), "right") for words in sentences],
+        "random": [random_binary_tree(words, rng) for words in sentences],
+    }
+
+
+def link_distribution(links: Sequence, threshold: float = 0.8) -> list[dict]:
+    """Per layer (from the lowest), the distribution of the link probabilities of every pair of
+    neighbouring words: a histogram of :data:`LINK_BINS` bins over [0, 1], the share above
+    ``threshold`` (those Algorithm 1 does not split at), mean and quartiles."""
+    if not links:
+        return []
+    layers = links[0].shape[0]
+    found = []
+    for layer in range(layers):
+        values = sorted(float(v) for a in links for v in a[layer].tolist())
+        histogram = [0] * LINK_BINS
+        for v in values:
+            histogram[min(int(v * LINK_BINS), LINK_BINS - 1)] += 1
+        found.append({
+            "layer": layer, "links": len(values), "histogram": histogram,
+            "above_threshold": sum(v > threshold for v in values) / len(values) if values else math.nan,
+            "mean": statistics.fmean(values) if values else math.nan,
+            "quartiles": statistics.quantiles(values, n=4) if len(values) > 1 else values * 3,
+        })
+    return found
+
+
+def write_trees(path: Path, trees: Sequence) -> None:
+    """One bracketed tree per line (nodes labelled ``X``), written whole or not at all."""
+    write_atomically(path, "".join(tree.to_bracketed(tags=False) + "\n" for tree in trees))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path = Path(path)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def write_json(path: Path, value) -> None:
+    write_atomically(path, json.dumps(value, indent=1, sort_keys=True) + "\n")
+
+
+def read_induced(path: Path, gold: Sequence) -> list:
+    """The trees of an induced-tree file, one per gold tree, over the same words (compared without
+    case); ValueError naming the line otherwise."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if len(lines) != len(gold):
+        raise ValueError(f"{path}: {len(lines)} trees for {len(gold)} gold trees")
+    trees = []
+    for number, (line, reference) in enumerate(zip(lines, gold), 1):
+        try:
+            tree = parse_tree(line)
+        except ValueError as error:
+            raise ValueError(f"{path}, line {number}: {error}") from None
+        if [w.lower() for w in tree.leaves] != [w.lower() for w in reference.leaves]:
+            raise ValueError(f"{path}, line {number}: the words {' '.join(tree.leaves[:8])} ... are not the gold "
+                             f"tree's {' '.join(reference.leaves[:8])} ...")
+        trees.append(tree)
+    return trees
+
+
+def seed_table(results: Sequence[dict], m: int = 3) -> list[dict]:
+    """Median and max over seeds, per setting, of the sentence-level F1 with Algorithm 1's ``m``,
+    as the paper's Tables 1 and 2 (every sentence and the short ones), and the baselines (the
+    random trees' median and max over the seeds too). ``results``: the scores.json of finished runs."""
+    by_setting: dict[str, list[dict]] = {}
+    for result in results:
+        by_setting.setdefault(result["setting"], []).append(result)
+    rows = []
+    for setting, runs in sorted(by_setting.items()):
+        archs = {run["arch"] for run in runs}
+        if len(archs) > 1:
+            raise ValueError(f"setting {setting}: runs of several architectures ({', '.join(sorted(archs))})")
+        seeds = [run["seed"] for run in runs]
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"setting {setting}: seed(s) given twice: {sorted(seeds)}")
+        if str(m) not in runs[0]["induced"]:
+            raise ValueError(f"m = {m} is not a layer of {archs.pop()} (m = 0 .. {len(runs[0]['induced']) - 1})")
+        rows.append(_row(f"constituent attention, {setting}, m={m}", sorted(seeds),
+                         [run["induced"][str(m)] for run in runs]))
+    for name in ("random", "left-branching", "right-branching"):
+        found = [run["baselines"][name] for run in results]
+        rows.append(_row(name, sorted({run["seed"] for run in results}), found))
+    return rows
+
+
+def _row(name: str, seeds: list, found: list[dict]) -> dict:
+    row = {"trees": name, "seeds": seeds}
+    for subset in ("all", "short"):
+        values = [100 * f[subset]["sentence_f1"] for f in found]
+        row[subset] = {"median": statistics.median(values), "max": max(values)}
+    return row
