@@ -1,0 +1,328 @@
+"""Grammar induction trained to convergence: the held-out sentences, the extra text, the baselines and
+scores on hand-made trees, the link probabilities' distribution, induced-tree files and the table over
+seeds (tree_fairseq.analysis.induction); scripts/induce_trees.py --until-converged on tiny synthetic
+trees with the tiny model (the stop, a run killed and resumed, the refusals) and
+scripts/score_induced_trees.py (the same F1 from the published files)."""
+
+import importlib.util
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import subprocess_env
+
+from tree_fairseq.analysis import induction
+from tree_fairseq.cli import patience
+from tree_fairseq.trees import Node, Tree
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+INDUCE, SCORE = SCRIPTS / "induce_trees.py", SCRIPTS / "score_induced_trees.py"
+
+
+def tree(words: str, *spans: tuple[int, int]) -> Tree:
+    return Tree(tuple(words.split()), tuple(Node("X", start, end) for start, end in spans))
+
+
+# Hand-made pieces
+
+
+def test_held_out_sentences_are_seeded_and_checked():
+    first = induction.held_out(100, 0.1, 1)
+    assert len(first) == 10 and first == sorted(first) and first == induction.held_out(100, 0.1, 1)
+    assert first != induction.held_out(100, 0.1, 2)
+    assert len(induction.held_out(3914, 0.1, 1)) == 391
+    for fraction in (0, 1, -0.1, 1.5):
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            induction.held_out(100, fraction, 1)
+    with pytest.raises(ValueError, match="leaves no validation"):
+        induction.held_out(4, 0.1, 1)
+
+
+def test_extra_text_is_made_like_the_tree_words(tmp_path):
+    path = tmp_path / "train.en"
+    path.write_text("It &apos;s a Test , &quot; she said .\n. , --\n\n5 % of $ 3\n", encoding="utf-8")
+    assert induction.extra_sentences(path) == [["it", "'s", "a", "test", "she", "said"], ["5", "of", "3"]]
+    assert induction.extra_sentences(path, keep_case=True)[0][:4] == ["It", "'s", "a", "Test"]
+
+
+def test_baselines_and_scores_on_a_hand_made_example():
+    """Gold (a (b c)) (d e) over 5 words: brackets (1,2), (0,2), (3,4) without the root.
+    Right-branching (1,4) (2,4) (3,4): P = 1/3, R = 1/3; left-branching (0,1) (0,2) (0,3): 1/3, 1/3;
+    the 2-word sentence has no gold bracket and no predicted one: 1 for every tree."""
+    gold = [tree("a b c d e", (1, 2), (0, 2), (3, 4), (0, 4)), tree("f g", (0, 1))]
+    sentences = [list(t.leaves) for t in gold]
+    trees = induction.baselines(sentences, seed=3)
+    assert trees["right-branching"][0] == tree("a b c d e", (3, 4), (2, 4), (1, 4), (0, 4))
+    assert trees["left-branching"][0] == tree("a b c d e", (0, 1), (0, 2), (0, 3), (0, 4))
+    right = induction.scores(trees["right-branching"], gold, short=[1])
+    assert right["all"]["sentence_f1"] == pytest.approx((1 / 3 + 1) / 2)
+    assert right["short"] == {"sentence_f1": 1.0, "corpus_f1": 0.0, "corpus_precision": 0.0, "corpus_recall": 0.0,
+                              "sentences": 1}
+    assert right["all"]["corpus_f1"] == pytest.approx(1 / 3)
+    left = induction.scores(trees["left-branching"], gold, short=[0, 1])
+    assert left["all"]["sentence_f1"] == left["short"]["sentence_f1"] == pytest.approx((1 / 3 + 1) / 2)
+    assert trees["random"] == induction.baselines(sentences, seed=3)["random"]
+    perfect = induction.scores(gold, gold, short=[0])
+    assert perfect["all"]["sentence_f1"] == perfect["short"]["sentence_f1"] == 1.0
+
+
+def test_link_distribution_per_layer():
+    links = [torch.tensor([[0.1, 0.93], [0.85, 0.96]]), torch.tensor([[0.5], [1.0]])]
+    layers = induction.link_distribution(links, threshold=0.8)
+    assert [layer["links"] for layer in layers] == [3, 3]
+    assert layers[0]["above_threshold"] == pytest.approx(1 / 3) and layers[1]["above_threshold"] == 1.0
+    assert layers[0]["histogram"][2] == 1 and layers[0]["histogram"][10] == 1 and layers[0]["histogram"][18] == 1
+    assert layers[1]["histogram"][-1] == 2  # 0.96 and 1.0 in the last bin
+    assert sum(layers[1]["histogram"]) == 3 and layers[1]["mean"] == pytest.approx((0.85 + 0.96 + 1.0) / 3)
+    assert induction.link_distribution([]) == []
+
+
+def test_induced_tree_files_round_trip_and_bad_files(tmp_path):
+    gold = [tree("the cat sat", (0, 1), (0, 2)), tree("dogs", ), tree("a b", (0, 1))]
+    predicted = [tree("The cat sat", (1, 2), (0, 2)), tree("dogs"), tree("a b", (0, 1))]
+    path = tmp_path / "m3.txt"
+    induction.write_trees(path, predicted)
+    assert induction.read_induced(path, gold) == predicted
+    assert not (tmp_path / "m3.txt.partial").exists()
+    with pytest.raises(ValueError, match="3 trees for 2 gold trees"):
+        induction.read_induced(path, gold[:2])
+    lines = path.read_text(encoding="utf-8").splitlines()
+    (tmp_path / "other.txt").write_text("\n".join([lines[0], "(X cats)", lines[2]]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="line 2: the words cats"):
+        induction.read_induced(tmp_path / "other.txt", gold)
+    (tmp_path / "broken.txt").write_text("\n".join([lines[0], lines[1], "(X a b"]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="broken.txt, line 3"):
+        induction.read_induced(tmp_path / "broken.txt", gold)
+
+
+def result(setting: str, seed: int, f1_m3: float, arch: str = "small") -> dict:
+    def score(value):
+        return {"all": {"sentence_f1": value}, "short": {"sentence_f1": value + 0.1}}
+
+    return {"setting": setting, "seed": seed, "arch": arch,
+            "induced": {str(m): score(f1_m3 if m == 3 else 0.0) for m in range(6)},
+            "baselines": {"random": score(0.2 + seed / 100), "left-branching": score(0.09),
+                          "right-branching": score(0.4)}}
+
+
+def test_seed_table_median_and_max_per_setting():
+    runs = [result("ptb", 1, 0.30), result("ptb", 2, 0.50), result("ptb", 3, 0.40), result("ptb+iwslt", 1, 0.45)]
+    rows = {row["trees"]: row for row in induction.seed_table(runs)}
+    ptb = rows["constituent attention, ptb, m=3"]
+    assert ptb["seeds"] == [1, 2, 3]
+    assert ptb["all"] == {"median": pytest.approx(40), "max": pytest.approx(50)}
+    assert ptb["short"] == {"median": pytest.approx(50), "max": pytest.approx(60)}
+    assert rows["constituent attention, ptb+iwslt, m=3"]["all"] == {"median": pytest.approx(45), "max": pytest.approx(45)}
+    assert rows["random"]["all"] == {"median": pytest.approx(21.5), "max": pytest.approx(23)}
+    assert rows["right-branching"]["all"]["median"] == pytest.approx(40)
+    assert induction.seed_table(runs, m=0)[0]["all"]["max"] == 0.0
+    with pytest.raises(ValueError, match="seed\\(s\\) given twice"):
+        induction.seed_table([result("ptb", 1, 0.3), result("ptb", 1, 0.4)])
+    with pytest.raises(ValueError, match="several architectures"):
+        induction.seed_table([result("ptb", 1, 0.3), result("ptb", 2, 0.4, arch="paper")])
+    with pytest.raises(ValueError, match="m = 7 is not a layer"):
+        induction.seed_table(runs, m=7)
+
+
+# The scripts on tiny synthetic trees
+
+
+def synthetic_trees(count: int, seed: int = 0) -> str:
+    """PTB-style trees of a small grammar: S -> NP VP ., NP -> DT (JJ) NN (PP), VP -> VBZ NP."""
+    rng = random.Random(seed)
+
+    def noun_phrase(depth=0):
+        words = f"(DT {rng.choice(['the', 'a'])}) " + ("(JJ big) " if rng.random() < 0.3 else "")
+        words += f"(NN {rng.choice(['cat', 'dog', 'man', 'park', 'tree', 'bird'])})"
+        if depth == 0 and rng.random() < 0.3:
+            return f"(NP (NP {words}) (PP (IN {rng.choice(['in', 'near'])}) {noun_phrase(1)}))"
+        return f"(NP {words})"
+
+    return "".join(f"( (S {noun_phrase()} (VP (VBZ {rng.choice(['sees', 'likes'])}) {noun_phrase()}) (. .)) )\n"
+                   for _ in range(count))
+
+
+@pytest.fixture(scope="module")
+def trees_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("trees") / "trees.txt"
+    path.write_text(synthetic_trees(60), encoding="utf-8")
+    return path
+
+
+def run(script: Path, *flags, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(script), *map(str, flags)], env=subprocess_env(), capture_output=True,
+                          text=True, **kwargs)
+
+
+def tiny(trees_file: Path, workdir: Path, *flags) -> list:
+    """A tiny run to convergence: the 2-layer model, m = 1 for the curve."""
+    return ["--until-converged", "--trees", trees_file, "--workdir", workdir, "--arch", "constituent_encoder_lm_tiny",
+            "--max-tokens", "300", "--cpu", "--min-layer", "1", *flags]
+
+
+def log_validations(workdir: Path) -> list[tuple[int, float]]:
+    return patience.validations((workdir / "checkpoints" / "train.log").read_text(encoding="utf-8").splitlines())
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("induce_trees", INDUCE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--updates", "5"], "--updates does not go with --until-converged"),
+    (["--save-interval", "5"], "--save-interval does not go with --until-converged"),
+    (["--valid-fraction", "0"], "--valid-fraction must be between 0 and 1"),
+    (["--valid-fraction", "1.2"], "--valid-fraction must be between 0 and 1"),
+    (["--patience", "0"], "--patience and --max-epochs must be >= 1"),
+    (["--extra-text", "x.txt"], "--extra-text goes with --setting ptb\\+iwslt"),
+    (["--setting", "ptb+iwslt", "--extra-text", "nowhere.txt"], "--extra-text .*nowhere.txt: no such file"),
+])
+def test_converged_options_refused(script, trees_file, tmp_path, flags, message, capsys):
+    with pytest.raises(SystemExit):
+        script.main([str(flag) for flag in tiny(trees_file, tmp_path / "w", *flags)])
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "w").exists()
+
+
+def test_converged_options_refused_without_until_converged_and_trees_as_extra(script, trees_file, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        script.main(["--workdir", str(tmp_path / "w"), "--setting", "ptb"])
+    assert "--setting goes with --until-converged" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        script.main([str(f) for f in tiny(trees_file, tmp_path / "w", "--setting", "ptb+iwslt", "--extra-text", trees_file)])
+    assert "is the --trees file" in capsys.readouterr().err
+
+
+def test_ptb_plus_extra_text_data(script, trees_file, tmp_path):
+    """The extra text trains only: validation is the held-out tree sentences, and the scored
+    sentences are all the trees' ones."""
+    extra = tmp_path / "extra.en"
+    extra.write_text("the bird &apos;s tree , sees a cat .\nzebras run\n", encoding="utf-8")
+    args = script.get_parser().parse_args([str(f) for f in tiny(trees_file, tmp_path / "w", "--setting", "ptb+iwslt",
+                                                                "--extra-text", extra)])
+    script.check_options(script.get_parser(), args)
+    gold, sentences = script.read_sentences(args)
+    args.workdir.mkdir()
+    databin, valid = script.prepare_split_data(args, sentences)
+    train = (args.workdir / "train.txt").read_text(encoding="utf-8").splitlines()
+    valid_text = (args.workdir / "valid.txt").read_text(encoding="utf-8").splitlines()
+    assert len(valid) == 6 and valid_text == [" ".join(sentences[i]) for i in valid]
+    assert train[-2:] == ["the bird 's tree sees a cat", "zebras run"]
+    assert train[:-2] == [" ".join(words) for i, words in enumerate(sentences) if i not in valid]
+    assert (databin / "valid.bin").exists() and not (args.workdir / "data-bin.partial").exists()
+
+
+@pytest.mark.slow
+def test_stops_after_patience_epochs_without_a_lower_loss(trees_file, tmp_path):
+    """With a learning rate of 1e-9 the validation loss never gets lower (as logged, to 3 decimals):
+    the best is epoch 1 and the run stops at epoch 1 + patience, well before --max-epochs."""
+    workdir = tmp_path / "w"
+    done = run(INDUCE, *tiny(trees_file, workdir, "--lr", "1e-9", "--patience", "2", "--max-epochs", "20"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = log_validations(workdir)
+    assert [epoch for epoch, _ in found] == [1, 2, 3] and len({loss for _, loss in found}) == 1
+    record = json.loads((workdir / "results" / "scores.json").read_text(encoding="utf-8"))
+    assert (record["best_epoch"], record["epochs"]) == (1, 3)
+    assert record["stopped"].startswith("done: 2 validation(s) since the best loss")
+    assert sorted(p.name for p in (workdir / "checkpoints").glob("epoch*.pt")) == ["epoch1.pt", "epoch2.pt", "epoch3.pt"]
+    assert not list((workdir / "checkpoints").glob("checkpoint[0-9]*.pt"))
+    assert torch.load(workdir / "checkpoints" / "epoch2.pt", weights_only=False)["last_optimizer_state"] is None
+
+
+@pytest.mark.slow
+def test_converges_scores_publishes_and_resumes_after_a_kill(trees_file, tmp_path):
+    """An uninterrupted run and one killed (SIGKILL) after its third validation, then resumed by the
+    same command, validate the same losses and stop at the same epoch with the same scores; the
+    published trees score the same by score_induced_trees.py; a finished workdir, other settings on
+    it and a second run at once are refused."""
+    flags = ("--lr", "1e-3", "--patience", "2", "--max-epochs", "7")
+    whole = tmp_path / "whole"
+    done = run(INDUCE, *tiny(trees_file, whole, *flags))
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((whole / "results" / "scores.json").read_text(encoding="utf-8"))
+    assert record["sentences"] == 60 and record["valid_sentences"] == 6
+    assert set(record["induced"]) == {"0", "1"} and set(record["baselines"]) == {"left-branching", "right-branching",
+                                                                                   "random"}
+    assert [point["epoch"] for point in record["curve"]] == [epoch for epoch, _ in log_validations(whole)]
+    assert len(record["links"]) == 2 and all(layer["links"] == record["links"][0]["links"] for layer in record["links"])
+    for name in ("curve.png", "links.png", "scores.txt", "trees/m0.txt", "trees/m1.txt", "trees/random.txt"):
+        assert (whole / "results" / name).stat().st_size > 0
+    assert "constituent attention, m=1" in done.stdout
+
+    # The published files score the same.
+    trees = whole / "results" / "trees"
+    scored = run(SCORE, "score", "--gold", trees_file, "--json", trees / "m0.txt", trees / "m1.txt",
+                 trees / "right-branching.txt", trees / "left-branching.txt", trees / "random.txt")
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    recomputed = json.loads(scored.stdout)
+    for m in ("0", "1"):
+        assert recomputed[str(trees / f"m{m}.txt")] == record["induced"][m]
+    for name, value in record["baselines"].items():
+        assert recomputed[str(trees / f"{name}.txt")] == value
+    twice = run(SCORE, "score", "--gold", trees_file, trees / "m1.txt", trees / "m1.txt")
+    assert twice.returncode == 2 and "is given twice" in twice.stderr
+    short_gold = tmp_path / "short.txt"
+    short_gold.write_text("".join(trees_file.read_text(encoding="utf-8").splitlines(keepends=True)[:59]), encoding="utf-8")
+    wrong = run(SCORE, "score", "--gold", short_gold, trees / "m1.txt")
+    assert wrong.returncode == 1 and "60 trees for 59 gold trees" in wrong.stderr
+    table = run(SCORE, "table", "--m", "1", whole)
+    assert table.returncode == 0 and "constituent attention, ptb, m=1" in table.stdout
+
+    # Killed after the third validation, resumed by the same command.
+    killed = tmp_path / "killed"
+    command = [sys.executable, str(INDUCE), *map(str, tiny(trees_file, killed, *flags))]
+    process = subprocess.Popen(command, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = killed / "checkpoints" / "train.log"
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        if log.exists() and "| epoch 003 | valid on 'valid' subset" in log.read_text(encoding="utf-8"):
+            os.kill(process.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    assert not (killed / "results" / "scores.json").exists()
+    resumed = run(INDUCE, *tiny(trees_file, killed, *flags))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "taking over the lock" in resumed.stderr
+    assert log_validations(killed) == log_validations(whole)
+    again = json.loads((killed / "results" / "scores.json").read_text(encoding="utf-8"))
+    assert {k: v for k, v in again.items() if k != "stopped"} == {k: v for k, v in record.items() if k != "stopped"}
+    assert (killed / "results" / "trees" / "m1.txt").read_text() == (trees / "m1.txt").read_text()
+
+    # Refusals.
+    finished = run(INDUCE, *tiny(trees_file, whole, *flags))
+    assert finished.returncode == 1 and "holds a finished run" in finished.stderr
+    other = run(INDUCE, *tiny(trees_file, whole, *flags[:-1], "9"))
+    assert other.returncode == 1 and "--max-epochs 7 (now 9)" in other.stderr
+    other_seed = run(INDUCE, *tiny(trees_file, whole, *flags, "--seed", "2"))
+    assert other_seed.returncode == 1 and "--seed 1 (now 2)" in other_seed.stderr
+
+
+def test_refuses_a_workdir_held_by_another_run_or_not_its_own(trees_file, tmp_path):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    lock = Path(str(busy.resolve()) + ".lock")
+    lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": "now", "command": "test"}))
+    held = run(INDUCE, *tiny(trees_file, busy))
+    assert held.returncode == 1 and "is being written by another run" in held.stderr
+    assert lock.exists() and not (busy / "settings.json").exists()
+    lock.unlink()
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "train.txt").write_text("a b\n")
+    refused = run(INDUCE, *tiny(trees_file, foreign))
+    assert refused.returncode == 1 and "holds no run to convergence" in refused.stderr
