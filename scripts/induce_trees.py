@@ -28,7 +28,42 @@ times become ``<unk>``) and ``checkpoints/``, then:
    words (default 10: WSJ-10 when the trees are the PTB).
 
 The model never sees the gold trees: training and evaluation sentences are the same (as usual in
-unsupervised parsing on a treebank's own sentences). Scoring (``tree_fairseq.trees.evaluation``):
+unsupervised parsing on a treebank's own sentences).
+
+``--until-converged`` trains instead until the masked-LM validation loss stops improving, then
+scores every epoch (``--updates`` and ``--save-interval`` do not go with it):
+
+- ``--valid-fraction`` (default 0.1) of the trees' sentences, drawn with ``--valid-seed`` (the same
+  draw for every ``--seed``), are held out as ``valid.txt``; the others are ``train.txt``, with
+  ``--setting ptb+iwslt`` followed by the lines of ``--extra-text`` (default IWSLT'14's English
+  training side, at the path ``--help`` shows), unescaped (``&apos;`` is ``'``), lowercased unless
+  ``--keep-case``, punctuation-only tokens left out. The dictionary is train.txt's. The trees
+  that are scored are still those of ALL the trees' sentences, the held-out ones included (the
+  paper, too, parses sentences it trained on);
+- fairseq-train validates at every epoch's end and saves ``checkpoints/checkpoint{N}.pt``, kept
+  as ``checkpoints/epoch{N}.pt`` without the optimiser's state; the run stops after
+  ``--patience`` (default 5) epochs without a lower validation loss, or at ``--max-epochs``. It
+  trains in sittings of at most ``--patience`` epochs, each resuming ``checkpoint_last.pt``, and
+  counts its patience over the validations of ``checkpoints/train.log`` as scripts/train.sh does
+  (tree_fairseq/cli/patience.py), so that a run killed at any point and started again with the
+  same command stops where an uninterrupted one does, with the same losses;
+- after every sitting each new epoch model parses all sentences (Algorithm 1 with every m,
+  0 .. layers - 1) into ``results/epochs/epoch{N}.json``: its validation loss, sentence- and
+  corpus-level F1 on all sentences and on those of <= ``--short`` words, and the link
+  probabilities' distribution per layer;
+- at the end, the best epoch (the lowest validation loss, the first of equals, as fairseq's
+  checkpoint_best.pt) writes ``results/trees/m{m}.txt`` (one bracketed tree a line, every m, in the
+  trees' order) and the baselines' ``left-branching.txt``, ``right-branching.txt`` and
+  ``random.txt`` (seeded by ``--seed``), ``results/curve.png`` (F1 with m = ``--min-layer`` and the
+  validation loss over the epochs), ``results/links.png`` (the link probabilities per layer against
+  ``--threshold``), ``results/scores.txt``, and last ``results/scores.json``, which marks the run
+  finished. scripts/score_induced_trees.py recomputes F1 from the tree files and tabulates runs
+  over seeds.
+
+The workdir's ``settings.json`` records the run's options: a workdir with other settings, one
+this mode did not make, or a finished one is refused, and so is a second run on the same workdir
+while one runs (``WORKDIR.lock``, :mod:`tree_fairseq.cli.locking`). Settings are chosen before the
+run or on the validation loss only, never on the scored trees. Scoring (``tree_fairseq.trees.evaluation``):
 brackets of >= 2 words, labels ignored, the whole-sentence bracket left out unless
 ``--keep-trivial-spans``. "all sent." is PRPN / ON-LSTM's sentence-level F1, the paper's
 metric: the mean over every sentence, one without a gold bracket scoring 1 if the parse has none
@@ -383,6 +418,10 @@ def converged_command(args, databin: Path, save_dir: Path) -> list[str]:
         "--seed", str(args.seed), "--save-dir", str(save_dir), "--valid-subset", "valid",
         "--best-checkpoint-metric", "loss", "--patience", str(args.patience), "--max-epoch", str(args.max_epochs),
         "--num-workers", "0", "--log-format", "simple", "--log-interval", "10",
+        # fairseq's batch_by_size drops the sentences past the last multiple of --required-batch-size-multiple
+        # (default 8): 7 of the 391 held-out sentences would never be validated, a validation set of fewer than
+        # 8 would be empty, and a few training sentences would never be trained on.
+        "--required-batch-size-multiple", "1",
     ]
     if args.cpu or not torch.cuda.is_available():
         argv.append("--cpu")
