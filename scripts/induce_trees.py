@@ -91,6 +91,7 @@ layers have links below the threshold yet::
 """
 
 import argparse
+import contextlib
 import json
 import logging
 import random
@@ -307,7 +308,7 @@ def main(argv=None) -> None:
     if args.until_converged:
         try:
             until_converged(args)
-        except ValueError as error:  # another run holds the workdir, or the workdir is another run's
+        except Refused as error:  # another run holds the workdir, the workdir is another run's, too few sentences
             sys.exit(f"induce_trees.py: error: {error}")
         return
     gold, sentences = read_sentences(args)
@@ -354,6 +355,10 @@ def print_scores(title: str, rows: list, gold: list, indices: list[int], drop_tr
 # Training to convergence
 
 
+class Refused(ValueError):
+    """A run to convergence that cannot start: said in one line."""
+
+
 def run_settings(args) -> dict:
     """What makes the run (:data:`RUN_OPTIONS`), as recorded in WORKDIR/settings.json."""
     return {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()
@@ -370,22 +375,21 @@ def claim_workdir(args) -> None:
         differ = sorted(key for key in set(before) | set(settings) if before.get(key) != settings.get(key))
         if differ:
             said = ", ".join(f"--{key.replace('_', '-')} {before.get(key)} (now {settings.get(key)})" for key in differ)
-            raise ValueError(f"--workdir {args.workdir} holds a run with other settings: {said}; use another --workdir")
+            raise Refused(f"--workdir {args.workdir} holds a run with other settings: {said}; use another --workdir")
         if (args.workdir / "results" / "scores.json").exists():
-            raise ValueError(f"--workdir {args.workdir} holds a finished run (results/scores.json): nothing to do; "
+            raise Refused(f"--workdir {args.workdir} holds a finished run (results/scores.json): nothing to do; "
                              "to run it again, use another --workdir")
         return
     if any(path.name != "settings.json.partial" for path in args.workdir.iterdir()):
-        raise ValueError(f"--workdir {args.workdir} is not empty and holds no run to convergence (no settings.json): "
+        raise Refused(f"--workdir {args.workdir} is not empty and holds no run to convergence (no settings.json): "
                          "use another --workdir")
     induction.write_json(record, settings)
 
 
-def prepare_split_data(args, sentences: list[list[str]]) -> tuple[Path, list[int]]:
-    """``train.txt`` (the trees' sentences but the held-out ones, then --extra-text's for ptb+iwslt),
-    ``valid.txt`` (the held-out ones, in the trees' order) and their data-bin (the dictionary of
-    train.txt alone); the data-bin is written whole or not at all."""
-    valid = induction.held_out(len(sentences), args.valid_fraction, args.valid_seed)
+def prepare_split_data(args, sentences: list[list[str]], valid: list[int]) -> Path:
+    """``train.txt`` (the trees' sentences but the held-out ones ``valid``, then --extra-text's for
+    ptb+iwslt), ``valid.txt`` (the held-out ones, in the trees' order) and their data-bin (the
+    dictionary of train.txt alone); the data-bin is written whole or not at all."""
     held = set(valid)
     train = [words for i, words in enumerate(sentences) if i not in held]
     if args.setting == "ptb+iwslt":
@@ -403,7 +407,7 @@ def prepare_split_data(args, sentences: list[list[str]]) -> tuple[Path, list[int
             "--thresholdsrc", str(args.min_count), "--workers", "1",
         ]))
         partial.rename(databin)
-    return databin, valid
+    return databin
 
 
 def converged_command(args, databin: Path, save_dir: Path) -> list[str]:
@@ -533,10 +537,18 @@ def until_converged(args) -> None:
     """Train to convergence (resuming), score every epoch, write the best epoch's trees and the
     results (:func:`finish`)."""
     gold, sentences = read_sentences(args)
+    try:
+        valid = induction.held_out(len(sentences), args.valid_fraction, args.valid_seed)  # refused before any write
+    except ValueError as error:
+        raise Refused(error) from None
     args.workdir.mkdir(parents=True, exist_ok=True)
-    with output_lock(str(args.workdir), "--workdir"):
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(output_lock(str(args.workdir), "--workdir"))
+        except ValueError as error:  # another run holds the workdir
+            raise Refused(error) from None
         claim_workdir(args)
-        databin, valid = prepare_split_data(args, sentences)
+        databin = prepare_split_data(args, sentences, valid)
         save_dir = args.workdir / "checkpoints"
         short = short_sentences(gold, args.short)
 

@@ -216,7 +216,8 @@ def test_ptb_plus_extra_text_data(script, trees_file, tmp_path):
     script.check_options(script.get_parser(), args)
     gold, sentences = script.read_sentences(args)
     args.workdir.mkdir()
-    databin, valid = script.prepare_split_data(args, sentences)
+    valid = script.induction.held_out(len(sentences), args.valid_fraction, args.valid_seed)
+    databin = script.prepare_split_data(args, sentences, valid)
     train = (args.workdir / "train.txt").read_text(encoding="utf-8").splitlines()
     valid_text = (args.workdir / "valid.txt").read_text(encoding="utf-8").splitlines()
     assert len(valid) == 6 and valid_text == [" ".join(sentences[i]) for i in valid]
@@ -312,17 +313,29 @@ def test_converges_scores_publishes_and_resumes_after_a_kill(trees_file, tmp_pat
     assert other_seed.returncode == 1 and "--seed 1 (now 2)" in other_seed.stderr
 
 
-def test_refuses_a_workdir_held_by_another_run_or_not_its_own(trees_file, tmp_path):
+def in_process(script, *flags) -> str:
+    """scripts/induce_trees.py's main in this process; the message it stops with."""
+    with pytest.raises(SystemExit) as stopped:
+        script.main([str(flag) for flag in flags])
+    return str(stopped.value)
+
+
+def test_refuses_a_validation_fraction_that_leaves_nothing_before_writing(script, trees_file, tmp_path):
+    said = in_process(script, *tiny(trees_file, tmp_path / "w", "--sentences", "4"))
+    assert "leaves no validation or no training sentence" in said
+    assert not (tmp_path / "w").exists()
+
+
+def test_refuses_a_workdir_held_by_another_run_or_not_its_own(script, trees_file, tmp_path):
     busy = tmp_path / "busy"
     busy.mkdir()
     lock = Path(str(busy.resolve()) + ".lock")
     lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": "now", "command": "test"}))
-    held = run(INDUCE, *tiny(trees_file, busy))
-    assert held.returncode == 1 and "is being written by another run" in held.stderr
+    assert "is being written by another run" in in_process(script, *tiny(trees_file, busy))
     assert lock.exists() and not (busy / "settings.json").exists()
     lock.unlink()
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "train.txt").write_text("a b\n")
-    refused = run(INDUCE, *tiny(trees_file, foreign))
-    assert refused.returncode == 1 and "holds no run to convergence" in refused.stderr
+    assert "holds no run to convergence" in in_process(script, *tiny(trees_file, foreign))
+    assert not (Path(str(foreign.resolve()) + ".lock")).exists()  # the refused run let its lock go
