@@ -75,7 +75,11 @@ was shared with other jobs and wall time meant little): one update of the paper'
 (~3,300 tokens) took 15.5 s (a 4-update run less a 1-update run, 400 sentences), so an epoch of
 the PTB sample (3,914 sentences, 23 updates) takes about 6 minutes and one of WSJ train (~40,000
 sentences, ~11 times as many words) about 70 minutes; the paper states no number of updates, and a
-run of many epochs is a GPU job. ``--arch constituent_encoder_lm_small`` (256 wide, 6 layers)
+run of many epochs is a GPU job. Measured again on 2026-11-28/29 (the same kind of machine, load
+average 5-10 from other trainings, niced; user CPU time): 2.8 s an update of the small encoder
+and 14.9 s of the paper's; with ``--until-converged`` an epoch of the small encoder on
+the PTB sample less its held-out tenth (21 updates) took 67 CPU s with its validation, and parsing
+and scoring all 3,914 sentences with every m 27 CPU s more (docs/grammar_induction.md). ``--arch constituent_encoder_lm_small`` (256 wide, 6 layers)
 took 862 s for 250 updates and the parse, about 3.3 s an update. That run, with the paper's
 optimiser and m = 3, gave one flat constituent per sentence (no link of layers 3-5 below the
 threshold yet: sentence-level F1 1.1 on all sentences, 7.6 on those of <= 10 words), while the
