@@ -58,8 +58,9 @@ import tempfile
 from collections import Counter
 from contextlib import nullcontext
 from multiprocessing import Pool
+from typing import NamedTuple
 
-import torch
+import numpy as np
 from fairseq import options
 from fairseq.data import Dictionary
 from fairseq_cli import preprocess as fairseq_preprocess
@@ -78,6 +79,7 @@ from tree_fairseq.trees import (
     SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
 )
 from tree_fairseq.trees.parents import piece_parent_spans, read_heads
+from tree_fairseq.trees.rows import piece_rows
 from tree_fairseq.trees.subwords import check_labels
 from tree_fairseq.trees.textio import other_space, utf8_lines
 
@@ -339,6 +341,8 @@ def _check_line_counts(paths):
 
 
 def _write_trees(args, split, prefix, node_dict, grow_dictionary, with_heads=False):
+    """The split's tree streams, chunk by chunk: in this process with one worker, else in --workers
+    processes (chunks come back in order, so labels get the ids they would get line by line)."""
     text_path, tree_path = f"{prefix}.{args.source_lang}", _tree_path(args, prefix)
     stream_prefix = tree_stream_prefix(args.destdir, split, args.source_lang, args.target_lang)
     writer = TreeStreamWriter(stream_prefix)
@@ -347,24 +351,27 @@ def _write_trees(args, split, prefix, node_dict, grow_dictionary, with_heads=Fal
     unknown = Counter()
     sentences = nodes = 0
     heads_file = open(heads_path, encoding="utf-8") if heads_path else nullcontext(itertools.repeat(None))
+    pool = Pool(args.workers) if args.workers > 1 else nullcontext()
     with open(text_path, encoding="utf-8") as text, open(tree_path, encoding="utf-8") as trees, heads_file as heads, \
-            Pool(args.workers) as pool:
+            pool:
         chunks = _chunks(zip(itertools.count(1), text, trees, heads), text_path, tree_path, heads_path,
                          args.subword_format, args.allow_retokenized_trees, args.subword_label)
+        results = pool.imap(_tree_chunk, chunks) if args.workers > 1 else map(_tree_chunk, chunks)
         with tqdm(desc=f"trees {split}", unit="sent", total=_count_lines(text_path)) as bar:
-            for results in pool.imap(_tree_chunk, chunks):
-                for labels, spans, parent_spans in results:
-                    if grow_dictionary:
-                        ids = [node_dict.add_symbol(label) for label in labels]
-                    else:
-                        ids = [node_dict.index(label) for label in labels]
-                        unknown.update(label for label, i in zip(labels, ids) if i == node_dict.unk())
-                    writer.add(_long(ids), _long(spans))
-                    if parent_writer is not None:
-                        parent_writer.add(_long(parent_spans))
-                    nodes += len(labels)
-                sentences += len(results)
-                bar.update(len(results))
+            for chunk in results:
+                counts = np.bincount(chunk.codes, minlength=len(chunk.labels))
+                if grow_dictionary:
+                    ids = [node_dict.add_symbol(label, n=int(count)) for label, count in zip(chunk.labels, counts)]
+                else:
+                    ids = [node_dict.index(label) for label in chunk.labels]
+                    unknown.update({label: int(count) for label, count, i in zip(chunk.labels, counts, ids)
+                                    if i == node_dict.unk()})
+                writer.add_sentences(np.asarray(ids, dtype=np.int32)[chunk.codes], chunk.spans, chunk.node_counts)
+                if parent_writer is not None:
+                    parent_writer.add_sentences(chunk.parents, chunk.piece_counts)
+                nodes += len(chunk.codes)
+                sentences += len(chunk.node_counts)
+                bar.update(len(chunk.node_counts))
     writer.finalize()
     if parent_writer is not None:
         parent_writer.finalize()
@@ -380,44 +387,78 @@ def _chunks(numbered_lines, text_path, tree_path, heads_path, subword_format, re
         yield chunk, text_path, tree_path, heads_path, subword_format, retokenized, subword_label
 
 
-def _tree_chunk(job):
-    """Worker: (labels, spans, parent spans or None) of each line's tree and heads over its BPE pieces."""
+class _ChunkRows(NamedTuple):
+    """The tree streams of a chunk of lines, compact enough to send between processes: the node
+    labels as codes into ``labels`` (numbered in order of first use), the spans (``start, end`` per
+    node), each sentence's number of nodes, and with heads each piece's parent span and each
+    sentence's number of pieces (else empty)."""
+    labels: list
+    codes: np.ndarray
+    spans: np.ndarray
+    node_counts: list
+    parents: np.ndarray
+    piece_counts: list
+
+
+def _tree_chunk(job) -> _ChunkRows:
+    """Worker: the rows of each line's tree and heads over its BPE pieces. Lines of the common kind
+    take :func:`~tree_fairseq.trees.rows.piece_rows`; the others, and every line that is wrong,
+    the long way, which names what is wrong with the file and line."""
     chunk, text_path, tree_path, heads_path, subword_format, retokenized, subword_label = job
-    results = []
+    code_of: dict[str, int] = {}
+    codes, spans, node_counts, parents, piece_counts = [], [], [], [], []
     for line_number, text_line, tree_line, heads_line in chunk:
-        try:
-            tree = parse_tree(tree_line)
-            check_labels(tree)
-        except TreeError as error:
-            raise located(error, tree_path, line_number) from None
         pieces = text_line.split()
-        if subword_format == "subword_nmt" and any(piece.startswith("\u2581") for piece in pieces):
-            raise located("a token starts with sentencepiece's \u2581: give --subword-format sentencepiece",
-                          text_path, line_number)
-        if (subword_format == "sentencepiece" and not any(piece.startswith("\u2581") for piece in pieces)
-                and any(piece.endswith("@@") for piece in pieces[:-1])):
-            raise located("the text is in subword-nmt's format (pieces joined by '@@ ', no \u2581): give "
-                          "--subword-format subword_nmt", text_path, line_number)
-        words = [word for word, _, _ in group_pieces(pieces, subword_format)]
-        try:
-            tree = expand_subwords(align(tree, words, retokenized), pieces, subword_format, subword_label)
-        except TreeError as error:
-            # A tab or no-break space inside a word: subword-nmt kept it there, str.split() did not.
-            error = other_space(text_line) or error
-            raise located(f"{error} (tree: {tree_path}:{line_number})", text_path, line_number) from None
-        parent_spans = None
+        rows = piece_rows(tree_line, pieces, subword_format, subword_label)
+        if rows is None:
+            rows = _rows_the_long_way(line_number, text_line, tree_line, pieces, text_path, tree_path,
+                                      subword_format, retokenized, subword_label)
+        else:
+            _check_subword_format(pieces, text_line, subword_format, text_path, line_number)
+        labels, line_spans = rows
+        codes += [code_of.setdefault(label, len(code_of)) for label in labels]
+        spans += line_spans
+        node_counts.append(len(labels))
         if heads_line is not None:
             try:
                 parent_spans = piece_parent_spans(read_heads(heads_line), pieces, subword_format)
             except TreeError as error:
                 raise located(f"{error} (text: {text_path}:{line_number})", heads_path, line_number) from None
-        results.append(([node.label for node in tree.nodes], [(node.start, node.end) for node in tree.nodes],
-                        parent_spans))
-    return results
+            parents += [index for span in parent_spans for index in span]
+            piece_counts.append(len(pieces))
+    return _ChunkRows(list(code_of), np.asarray(codes, dtype=np.int64), np.asarray(spans, dtype=np.int32),
+                      node_counts, np.asarray(parents, dtype=np.int32), piece_counts)
 
 
-def _long(values):
-    return torch.tensor(values, dtype=torch.long)
+def _check_subword_format(pieces, text_line, subword_format, text_path, line_number) -> None:
+    """TreeError naming the line when its pieces are plainly in the other subword format."""
+    if subword_format == "subword_nmt":
+        if "\u2581" in text_line and any(piece.startswith("\u2581") for piece in pieces):
+            raise located("a token starts with sentencepiece's \u2581: give --subword-format sentencepiece",
+                          text_path, line_number)
+    elif (not any(piece.startswith("\u2581") for piece in pieces)
+            and any(piece.endswith("@@") for piece in pieces[:-1])):
+        raise located("the text is in subword-nmt's format (pieces joined by '@@ ', no \u2581): give "
+                      "--subword-format subword_nmt", text_path, line_number)
+
+
+def _rows_the_long_way(line_number, text_line, tree_line, pieces, text_path, tree_path, subword_format, retokenized,
+                       subword_label):
+    """(labels, flat spans) of a line read, normalised, aligned and expanded over its pieces."""
+    try:
+        tree = parse_tree(tree_line)
+        check_labels(tree)
+    except TreeError as error:
+        raise located(error, tree_path, line_number) from None
+    _check_subword_format(pieces, text_line, subword_format, text_path, line_number)
+    words = [word for word, _, _ in group_pieces(pieces, subword_format)]
+    try:
+        tree = expand_subwords(align(tree, words, retokenized), pieces, subword_format, subword_label)
+    except TreeError as error:
+        # A tab or no-break space inside a word: subword-nmt kept it there, str.split() did not.
+        error = other_space(text_line) or error
+        raise located(f"{error} (tree: {tree_path}:{line_number})", text_path, line_number) from None
+    return [node.label for node in tree.nodes], [index for node in tree.nodes for index in (node.start, node.end)]
 
 
 def _count_lines(path):

@@ -16,6 +16,7 @@ and, when the source has dependency heads (``{pref}.heads.{src}``):
 All are fairseq mmap indexed datasets.
 """
 
+import array
 import hashlib
 import os
 import struct
@@ -80,23 +81,51 @@ def keep_node_dictionary(model: torch.nn.Module, dictionary: Dictionary, path: s
     model.register_load_state_dict_pre_hook(check)
 
 
+class _StreamBuilder:
+    """One int32 stream being written: the items' values go to the ``.bin`` as they come, their
+    sizes are kept (4 bytes each) for the ``.idx`` fairseq's index writer makes at the end."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.data = open(indexed_dataset.data_file_path(path), "wb")
+        self.sizes = array.array("i")
+
+    def add_items(self, values, sizes) -> None:
+        """Several items at once: their values one after the other (flat), and each one's size."""
+        values = np.asarray(values, dtype=np.int32)
+        if values.ndim != 1 or int(np.sum(sizes, dtype=np.int64)) != len(values):
+            raise ValueError(f"{self.path}: {len(values)} values for items of sizes summing to {int(np.sum(sizes))}")
+        self.data.write(values.tobytes())
+        self.sizes.extend(sizes)
+
+    def finalize(self) -> None:
+        self.data.close()
+        with indexed_dataset.MMapIndexedDataset.Index.writer(indexed_dataset.index_file_path(self.path),
+                                                              np.int32) as index:
+            index.write(self.sizes)
+
+
 class TreeStreamWriter:
-    """Writes the node labels and spans of one split, sentence by sentence."""
+    """Writes the node labels and spans of one split, sentence by sentence or many at once."""
 
     def __init__(self, prefix: str):
         self.prefix = prefix
-        self.nodes, self.spans = (
-            indexed_dataset.MMapIndexedDatasetBuilder(indexed_dataset.data_file_path(prefix + name), dtype=np.int32)
-            for name in (NODES, SPANS)
-        )
+        self.nodes, self.spans = (_StreamBuilder(prefix + name) for name in (NODES, SPANS))
 
     def add(self, labels: torch.Tensor, spans: torch.Tensor) -> None:
-        self.nodes.add_item(labels)
-        self.spans.add_item(spans.reshape(-1))
+        labels = np.asarray(labels, dtype=np.int32).reshape(-1)
+        self.add_sentences(labels, np.asarray(spans, dtype=np.int32).reshape(-1), [len(labels)])
+
+    def add_sentences(self, labels, spans, node_counts) -> None:
+        """Sentences one after the other: all their node labels (flat), all their spans (flat,
+        ``start, end`` per node) and each sentence's number of nodes."""
+        node_counts = array.array("i", node_counts)
+        self.nodes.add_items(labels, node_counts)
+        self.spans.add_items(spans, array.array("i", (2 * count for count in node_counts)))
 
     def finalize(self) -> None:
-        for name, builder in ((NODES, self.nodes), (SPANS, self.spans)):
-            builder.finalize(indexed_dataset.index_file_path(self.prefix + name))
+        self.nodes.finalize()
+        self.spans.finalize()
 
 
 def load_tree_streams(data_dir, split, src, tgt, combine=False, upsample_primary=1):
@@ -124,18 +153,23 @@ def load_tree_streams(data_dir, split, src, tgt, combine=False, upsample_primary
 
 
 class ParentStreamWriter:
-    """Writes the parent spans of one split's pieces, sentence by sentence."""
+    """Writes the parent spans of one split's pieces, sentence by sentence or many at once."""
 
     def __init__(self, prefix: str):
         self.prefix = prefix
-        self.parents = indexed_dataset.MMapIndexedDatasetBuilder(
-            indexed_dataset.data_file_path(prefix + PARENTS), dtype=np.int32)
+        self.parents = _StreamBuilder(prefix + PARENTS)
 
     def add(self, parent_spans: torch.Tensor) -> None:
-        self.parents.add_item(parent_spans.reshape(-1))
+        parent_spans = np.asarray(parent_spans, dtype=np.int32).reshape(-1)
+        self.parents.add_items(parent_spans, [len(parent_spans)])
+
+    def add_sentences(self, parent_spans, piece_counts) -> None:
+        """All the sentences' parent spans (flat, ``first, last`` per piece) and each one's number
+        of pieces."""
+        self.parents.add_items(parent_spans, array.array("i", (2 * count for count in piece_counts)))
 
     def finalize(self) -> None:
-        self.parents.finalize(indexed_dataset.index_file_path(self.prefix + PARENTS))
+        self.parents.finalize()
 
 
 def has_parent_stream(data_dir: str, split: str, src: str, tgt: str) -> bool:
