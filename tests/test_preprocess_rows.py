@@ -11,8 +11,9 @@ import pytest
 
 from tree_fairseq.cli import preprocess as preprocess_cli
 from tree_fairseq.trees import align, expand_subwords, group_pieces, parse_tree
-from tree_fairseq.trees.parents import format_heads, random_projective_heads
-from tree_fairseq.trees.rows import piece_rows, quick_tree
+from tree_fairseq.trees.bracketed import TreeError
+from tree_fairseq.trees.parents import format_heads, piece_parent_spans, random_projective_heads, read_heads
+from tree_fairseq.trees.rows import parent_rows, piece_rows, quick_tree
 from tree_fairseq.trees.subwords import check_labels
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "&apos;s", "é"]
@@ -216,3 +217,43 @@ def test_the_bpe_labelled_data_bin_is_byte_for_byte_what_it_was(tmp_path):
     digests = binarise(corpus, tmp_path / "bin", "--workers", "1", "--subword-label", "bpe")
     digests.pop("preprocess.log")
     assert digests == {**DIGESTS, **BPE_DIGESTS}
+
+
+def parents_the_long_way(heads_line, pieces):
+    try:
+        spans = piece_parent_spans(read_heads(heads_line), pieces, "subword_nmt")
+    except TreeError:
+        return None
+    return [index for span in spans for index in span]
+
+
+def test_parent_rows_are_the_long_ways_and_refuse_what_it_refuses():
+    rng = random.Random(8)
+    refused = 0
+    for _ in range(2000):
+        text, _, _, heads = varied_line(rng)
+        fields = heads.split()
+        change = rng.random()
+        if change < 0.1:  # a head pointing elsewhere: out of range, at itself, or making a cycle
+            k = rng.randrange(len(fields))
+            fields[k] = str(rng.choice([len(fields) + 1, k + 1, rng.randint(1, len(fields))]))
+        elif change < 0.15:
+            fields.append("1")
+        elif change < 0.2:
+            fields[0] = rng.choice(["+1", "-1", "x", "\u0661", "1.0"])
+        heads = " ".join(fields)
+        expected = parents_the_long_way(heads, text.split())
+        refused += expected is None
+        assert parent_rows(heads, text.split(), "subword_nmt") == expected, (heads, text)
+    assert refused > 100
+
+
+@pytest.mark.parametrize("heads", ["", "0 1", "2 1", "2 1 0", "0 0 1 2", "1 0 0", "0 4 1"])
+def test_parent_rows_refuse_heads_that_are_no_tree_of_the_words(heads):
+    assert parent_rows(heads, ["a@@", "b", "c", "d"], "subword_nmt") is None
+    assert parents_the_long_way(heads, ["a@@", "b", "c", "d"]) is None
+
+
+def test_parent_rows_by_hand():
+    # words ab (pieces 0-1), c (2), d (3); ab's head is c, c is the root, d's head is ab
+    assert parent_rows("2 0 1", ["a@@", "b", "c", "d"], "subword_nmt") == [2, 2, 2, 2, 2, 2, 0, 1]

@@ -79,7 +79,7 @@ from tree_fairseq.trees import (
     SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
 )
 from tree_fairseq.trees.parents import piece_parent_spans, read_heads
-from tree_fairseq.trees.rows import piece_rows
+from tree_fairseq.trees.rows import parent_rows, piece_rows
 from tree_fairseq.trees.subwords import check_labels
 from tree_fairseq.trees.textio import other_space, utf8_lines
 
@@ -420,11 +420,14 @@ def _tree_chunk(job) -> _ChunkRows:
         spans += line_spans
         node_counts.append(len(labels))
         if heads_line is not None:
-            try:
-                parent_spans = piece_parent_spans(read_heads(heads_line), pieces, subword_format)
-            except TreeError as error:
-                raise located(f"{error} (text: {text_path}:{line_number})", heads_path, line_number) from None
-            parents += [index for span in parent_spans for index in span]
+            line_parents = parent_rows(heads_line, pieces, subword_format)
+            if line_parents is None:
+                try:
+                    parent_spans = piece_parent_spans(read_heads(heads_line), pieces, subword_format)
+                except TreeError as error:
+                    raise located(f"{error} (text: {text_path}:{line_number})", heads_path, line_number) from None
+                line_parents = [index for span in parent_spans for index in span]
+            parents += line_parents
             piece_counts.append(len(pieces))
     return _ChunkRows(list(code_of), np.asarray(codes, dtype=np.int64), np.asarray(spans, dtype=np.int32),
                       node_counts, np.asarray(parents, dtype=np.int32), piece_counts)

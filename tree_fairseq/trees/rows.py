@@ -8,7 +8,8 @@ over the pieces, bottom-up.
 (:func:`~tree_fairseq.trees.subwords.expand_subwords`) give, without building a tree object per
 node: one tree on the line, no ``-NONE-`` traces, no reserved label, leaves that are the words
 (PTB and Moses escapes aside). For any other line it answers ``None``, and the caller takes the
-long way, which also says what is wrong with a line that is wrong.
+long way, which also says what is wrong with a line that is wrong. :func:`parent_rows` does the
+same for a line of dependency heads.
 """
 
 import re
@@ -167,3 +168,51 @@ def _subword_nmt_words(pieces: list[str]):
     words = ["".join(piece.removesuffix(_JOINER) for piece in pieces[start:end + 1]) if start != end or end == last
              else pieces[end] for start, end in zip(starts, ends)]
     return starts, ends, words
+
+
+def parent_rows(heads_line: str, pieces: list[str], subword_format: str):
+    """Each piece's parent span, flattened ``first0, last0, first1, last1, ...``, from one line of
+    heads (1-based, 0 for a root) over the words the pieces spell, as
+    :func:`~tree_fairseq.trees.parents.piece_parent_spans` of
+    :func:`~tree_fairseq.trees.parents.read_heads` gives it; ``None`` for a line that is not
+    whole numbers, one per word, forming a dependency tree (the long way says what is wrong)."""
+    fields = heads_line.split()
+    digits = "".join(fields)
+    if not digits.isascii() or not digits.isdigit():
+        return None
+    heads = [int(field) - 1 for field in fields]
+    if subword_format == "subword_nmt":
+        first_piece, last_piece, _ = _subword_nmt_words(pieces)
+    else:
+        grouped = group_pieces(pieces, subword_format)
+        first_piece = [first for _, first, _ in grouped]
+        last_piece = [last for _, _, last in grouped]
+    count = len(heads)
+    if count != len(first_piece) or not _is_dependency_tree(heads):
+        return None
+    spans: list[int] = []
+    for word, head in enumerate(heads):
+        parent = head if head >= 0 else word
+        spans += [first_piece[parent], last_piece[parent]] * (last_piece[word] - first_piece[word] + 1)
+    return spans
+
+
+def _is_dependency_tree(heads: list[int]) -> bool:
+    """Whether every head is another word or -1 (a root), and every word reaches a root."""
+    count = len(heads)
+    state = [0] * count  # 1: on the path being followed, 2: reaches a root
+    for word, head in enumerate(heads):
+        if not -1 <= head < count or head == word:
+            return False
+    for start in range(count):
+        path = []
+        word = start
+        while word >= 0 and not state[word]:
+            state[word] = 1
+            path.append(word)
+            word = heads[word]
+        if word >= 0 and state[word] == 1:
+            return False
+        for word in path:
+            state[word] = 2
+    return True
