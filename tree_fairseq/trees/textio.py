@@ -1,5 +1,6 @@
 """Reading the corpus's text files line by line, with a file and line for bytes that are not UTF-8."""
 
+import re
 import unicodedata
 from collections.abc import Iterator
 
@@ -8,6 +9,7 @@ from tree_fairseq.trees.bracketed import TreeError, quoted
 # Characters other than LF that Python's readers take for a line break (a text-mode file the CR;
 # str.splitlines() all of them): fairseq-preprocess, subword-nmt and sacremoses would split a line there.
 LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_BREAK = re.compile(f"[{re.escape(LINE_BREAKS)}]")
 # Whitespace other than the space and the line breaks (tab, no-break space, U+001F, ...; none is
 # above U+3000): str.split() (fairseq, the tree tools) splits tokens at it, subword-nmt, which splits
 # words at the space only, keeps it inside a word.
@@ -48,8 +50,9 @@ def utf8_lines(path: str) -> Iterator[str]:
         try:
             for number, line in enumerate(f, start=1):
                 body = line.removesuffix("\n").removesuffix("\r")
-                if any(char in LINE_BREAKS for char in body):
-                    char = next(char for char in body if char in LINE_BREAKS)
+                inner_break = _LINE_BREAK.search(body)
+                if inner_break:
+                    char = inner_break.group()
                     raise TreeError(f"{path}:{number}: U+{ord(char):04X} inside the line, which other readers "
                                     "(fairseq-preprocess, subword-nmt, sacremoses) take for a line break, so the "
                                     "files would no longer pair line by line; replace it by a space")
