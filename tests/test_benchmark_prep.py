@@ -1,0 +1,143 @@
+"""scripts/benchmark_prep.py: measures tree-fairseq-parse and tree-fairseq-preprocess against
+fairseq-preprocess on a tiny corpus cycled to --lines, checks the workers' outputs are the same,
+keeps what it measured for a rerun, prints the table and projection; bad inputs are named."""
+
+import importlib.util
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("benchmark_prep", ROOT / "scripts" / "benchmark_prep.py")
+benchmark_prep = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(benchmark_prep)
+
+SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta"]
+
+
+def tiny_inputs(directory: Path, lines: int = 12) -> dict[str, Path]:
+    rng = random.Random(3)
+    rows = []
+    for _ in range(lines):
+        words = ["".join(rng.choices(SYLLABLES, k=rng.randint(1, 2))) for _ in range(rng.randint(2, 6))]
+        pieces = [piece for word in words for piece in ([word[:2] + "@@", word[2:]] if len(word) > 2 else [word])]
+        tree = "(S " + " ".join(f"(NN {word})" for word in words) + ")"
+        heads = " ".join(str(k + 2) if k + 1 < len(words) else "0" for k in range(len(words)))
+        rows.append((" ".join(pieces), " ".join(reversed(words)), tree, heads))
+    paths = {}
+    for k, name in enumerate(("src", "tgt", "trees", "heads")):
+        paths[name] = directory / f"input.{name}"
+        paths[name].write_text("".join(row[k] + "\n" for row in rows), encoding="utf-8")
+    return paths
+
+
+def flags(paths, workdir, *extra):
+    return ["--src", str(paths["src"]), "--tgt", str(paths["tgt"]), "--trees", str(paths["trees"]),
+            "--heads", str(paths["heads"]), "--workdir", str(workdir), *extra]
+
+
+@pytest.mark.slow
+def test_measures_compares_and_reruns_nothing_it_has(tmp_path, capsys, monkeypatch):
+    paths = tiny_inputs(tmp_path)
+    workdir = tmp_path / "work"
+    benchmark_prep.main(flags(paths, workdir, "--lines", "30", "--parsers", "balanced", "bracketed", "stanza"))
+    printed = capsys.readouterr().out
+    results = json.loads((workdir / "results.json").read_text())
+    assert sorted(results["runs"]) == sorted(
+        [f"parse {parser} w{workers}" for parser in ("balanced", "bracketed") for workers in (1, 2)]
+        + [f"preprocess {tool} w{workers}" for tool in ("fairseq", "tree") for workers in (1, 2)])
+    assert results["runs"]["parse bracketed w2"]["same_as_first_workers"]
+    assert all(run["lines"] == 30 and run["cpu_s"] > 0 and run["peak_rss_mb"] > 0 for run in results["runs"].values())
+    assert sum(1 for _ in open(workdir / "corpus" / "train.en")) == 30  # 12 lines cycled to 30
+    assert (workdir / "preprocess" / "tree.w1" / "train.en-de.en.parents.bin").exists()  # the heads were taken
+    assert "stanza: not measured: no stanza model offline" in printed
+    assert "| 1 |" in printed and "WMT'14 en-de | 4,500,000 | bracketed |" in printed
+    # A rerun measures nothing it has (a measurement would fail: no program to run).
+    monkeypatch.setattr(benchmark_prep, "_measure", lambda *args: pytest.fail("measured again"))
+    benchmark_prep.main(flags(paths, workdir, "--lines", "30", "--parsers", "balanced", "bracketed"))
+    assert capsys.readouterr().out == printed.replace(
+        "stanza: not measured: no stanza model offline (give --stanza-model-dir)\n", "")
+
+
+def test_projection_formula():
+    runs = {"preprocess tree w1": {"lines_per_s": 1000.0}, "parse spacy w1": {"lines_per_s": 500.0}}
+    text = benchmark_prep._projection(runs)
+    # 4.5 M lines: 9,000 s parsing + 4,500 s preprocessing on one core = 3.75 h; 32 cores: /32
+    assert "| WMT'14 en-de | 4,500,000 | spacy | 3.75 | 0.47 | 0.12 |" in text
+    assert "| Gigaword | 3,800,000 | spacy | 3.17 |" in text
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda p, w: ["--lines", "0"], "--lines 0: give a positive number of lines"),
+    (lambda p, w: ["--workers", "1", "1"], "give distinct positive numbers"),
+    (lambda p, w: ["--workers", "0"], "give distinct positive numbers"),
+    (lambda p, w: ["--parsers", "balanced", "balanced"], "a parser is given twice"),
+    (lambda p, w: ["--tgt", str(p["src"])], "the same file is given for two inputs"),
+    (lambda p, w: ["--heads", str(p["missing"])], "no such file"),
+    (lambda p, w: ["--heads", str(p["short"])], "the inputs have different numbers of lines"),
+    (lambda p, w: ["--src-lang", "de"], "--src-lang and --tgt-lang must differ"),
+])
+def test_bad_inputs_are_named_before_anything_is_measured(tmp_path, change, message, monkeypatch):
+    paths = tiny_inputs(tmp_path)
+    paths["missing"] = tmp_path / "missing"
+    paths["short"] = tmp_path / "short"
+    paths["short"].write_text("1 0\n", encoding="utf-8")
+    monkeypatch.setattr(benchmark_prep, "_measure", lambda *args: pytest.fail("measured"))
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark_prep.main(flags(paths, tmp_path / "work", *change(paths, tmp_path)))
+    assert message in str(exit_info.value.code)
+    assert not (tmp_path / "work" / "results.json").exists()
+
+
+def test_a_workdir_that_is_a_file_and_a_report_without_results_are_named(tmp_path):
+    paths = tiny_inputs(tmp_path)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark_prep.main(flags(paths, tmp_path / "file"))
+    assert "--workdir" in str(exit_info.value.code) and "is a file" in str(exit_info.value.code)
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark_prep.main(["--workdir", str(tmp_path / "empty"), "--report"])
+    assert "holds no measurement yet" in str(exit_info.value.code)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "results.json").write_text("{")
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark_prep.main(["--workdir", str(tmp_path / "bad"), "--report"])
+    assert "is not the results file this script writes" in str(exit_info.value.code)
+
+
+def test_other_inputs_measure_everything_again(tmp_path, monkeypatch):
+    paths = tiny_inputs(tmp_path)
+    workdir = tmp_path / "work"
+    measured = []
+
+    def fake_measure(command, lines, log):
+        measured.append(command)
+        return {"command": command, "lines": lines, "wall_s": 1.0, "cpu_s": 1.0, "lines_per_s": float(lines),
+                "lines_per_cpu_s": float(lines), "peak_rss_mb": 1.0, "load_before": 0.0, "load_after": 0.0}
+
+    monkeypatch.setattr(benchmark_prep, "_measure", fake_measure)
+    monkeypatch.setattr(benchmark_prep, "_outputs_bytes", lambda out: [])
+    benchmark_prep.main(flags(paths, workdir, "--lines", "20", "--only", "parse", "--parsers", "left"))
+    assert len(measured) == 2
+    benchmark_prep.main(flags(paths, workdir, "--lines", "20", "--only", "parse", "--parsers", "left"))
+    assert len(measured) == 2  # nothing new
+    benchmark_prep.main(flags(paths, workdir, "--lines", "25", "--only", "parse", "--parsers", "left"))
+    assert len(measured) == 4  # other --lines: measured again, on a corpus of 25 lines
+    assert sum(1 for _ in open(workdir / "corpus" / "tok.en")) == 25
+    results = json.loads((workdir / "results.json").read_text())
+    assert {run["lines"] for run in results["runs"].values()} == {25}
+
+
+def test_parsers_without_a_model_here_are_said_not_measured(tmp_path, capsys, monkeypatch):
+    paths = tiny_inputs(tmp_path)
+    monkeypatch.setattr(benchmark_prep, "_measure", lambda *args: pytest.fail("measured"))
+    with pytest.raises(SystemExit):  # nothing measured: no table
+        benchmark_prep.main(flags(paths, tmp_path / "work", "--only", "parse", "--parsers", "spacy", "stanza",
+                                  "--spacy-model", "no_such_pipeline_here", "--stanza-model-dir",
+                                  str(tmp_path / "none")))
+    results = json.loads((tmp_path / "work" / "results.json").read_text())
+    assert results["not_measured"] == {
+        "spacy": "the spaCy pipeline no_such_pipeline_here is not installed (give --spacy-model)",
+        "stanza": f"--stanza-model-dir {tmp_path / 'none'} is no folder"}
