@@ -57,7 +57,6 @@ from pathlib import Path
 PARSERS = ("spacy", "bracketed", "conllu", "balanced", "left", "right", "stanza")
 PROJECTIONS = (("WMT'14 en-de", 4_500_000), ("Gigaword", 3_800_000))
 CORES = (1, 8, 32)
-TOOLS = {"fairseq": "fairseq-preprocess", "tree": "tree-fairseq-preprocess"}
 
 
 def get_parser():
@@ -187,7 +186,8 @@ def _check_args(args):
             raise ValueError(f"{flag} {path}: no such file")
     paths = [path.resolve() for _, path in given]
     if len(set(paths)) != len(paths):
-        raise ValueError("the same file is given for two inputs: " + ", ".join(f"{flag} {path}" for flag, path in given))
+        raise ValueError("the same file is given for two inputs: "
+                         + ", ".join(f"{flag} {path}" for flag, path in given))
     counts = {flag: _count_lines(path) for flag, path in given}
     if len(set(counts.values())) != 1:
         raise ValueError("the inputs have different numbers of lines: "
@@ -285,9 +285,8 @@ def _parse_command(args, corpus, parser, out: Path, workers: int) -> list[str]:
 
 
 def _preprocess_command(args, corpus, tool, destdir: Path, workers: int) -> list[str]:
-    program = ["fairseq-preprocess"] if tool == "fairseq" else [sys.executable, "-m", "tree_fairseq.cli.preprocess"]
-    if tool == "fairseq" and shutil.which("fairseq-preprocess") is None:
-        program = [sys.executable, "-m", "fairseq_cli.preprocess"]
+    # fairseq-preprocess's own entry point, fairseq_cli.preprocess, run by this Python.
+    program = [sys.executable, "-m", "fairseq_cli.preprocess" if tool == "fairseq" else "tree_fairseq.cli.preprocess"]
     return program + ["--source-lang", args.src_lang, "--target-lang", args.tgt_lang, "--trainpref",
                       str(corpus["prefix"]), "--destdir", str(destdir), "--workers", str(workers)]
 
@@ -343,7 +342,8 @@ def report(results: dict) -> str:
     workers_counts = sorted({key.split()[2][1:] for key in runs if key.startswith("preprocess ")}, key=int)
     if workers_counts:
         out += ["", "tree-fairseq-preprocess against fairseq-preprocess (same text)", "",
-                "| workers | fairseq lines/s | tree lines/s | ratio (wall) | ratio (CPU) | peak RSS MB fairseq / tree | "
+                "| workers | fairseq lines/s | tree lines/s | ratio (wall) | ratio (CPU) | "
+                "peak RSS MB fairseq / tree | "
                 "data-bin bytes/line fairseq / tree | load |", "|---|---|---|---|---|---|---|---|"]
         for workers in workers_counts:
             fairseq, tree = runs.get(f"preprocess fairseq w{workers}"), runs.get(f"preprocess tree w{workers}")
@@ -369,7 +369,8 @@ def _projection(runs: dict) -> str:
         return "Projection: needs the 1-worker preprocess and at least one 1-worker parse measurement."
     out = ["Projection (hours): lines / (parse lines/s at 1 worker x cores) + lines / (tree-fairseq-preprocess "
            "lines/s at 1 worker x cores); linear in cores, at this corpus's line lengths", "",
-           "| corpus | lines | parser | " + " | ".join(f"{cores} cores" for cores in CORES) + " |",
+           "| corpus | lines | parser | " + " | ".join(f"{cores} core{'s' if cores > 1 else ''}" for cores in CORES)
+           + " |",
            "|---|---|---|" + "---|" * len(CORES)]
     for name, lines in PROJECTIONS:
         for parser, rate in parse_rates.items():
