@@ -301,7 +301,9 @@ def _json_records(log):
 
 
 @pytest.mark.slow
-def test_the_recipe_passes_the_spacy_pipeline_through(tmp_path, french_trees):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_the_recipe_passes_the_spacy_pipeline_through(tmp_path, french_trees, workers):
+    """The recipe's --workers reaches tree-fairseq-parse too: the same trees with one or two processes."""
     text = tmp_path / "text"
     text.mkdir()
     for split in ("train", "valid", "test"):
@@ -310,9 +312,11 @@ def test_the_recipe_passes_the_spacy_pipeline_through(tmp_path, french_trees):
     result = subprocess.run(
         ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--local", str(text), "--work", str(tmp_path / "work"),
          "--parser", "spacy", "--spacy-model", PIPELINE, "--bpe-tokens", "30", "--directions", "de-en",
-         "--workers", "1"],
+         "--workers", workers],
         capture_output=True, text=True, env={**subprocess_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    parse_commands = [line for line in result.stdout.splitlines() if "$ tree-fairseq-parse" in line]
+    assert parse_commands and all(f"--workers {workers}" in line for line in parse_commands)
     assert (tmp_path / "work" / "trees" / "test.tree.de").read_text(encoding="utf-8").splitlines() == french_trees
     assert (tmp_path / "work" / "data-bin" / "de-en" / "dict.de.nodes.txt").exists()
 
