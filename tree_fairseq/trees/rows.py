@@ -118,6 +118,14 @@ def quick_tree(line: str):
     return leaves, tags, label_of_span
 
 
+def _words(pieces: list[str], subword_format: str) -> tuple[list[int], list[int], list[str]]:
+    """Each word's first and last piece and the word the pieces spell."""
+    if subword_format == "subword_nmt":
+        return _subword_nmt_words(pieces)
+    grouped = group_pieces(pieces, subword_format)
+    return [first for _, first, _ in grouped], [last for _, _, last in grouped], [word for word, _, _ in grouped]
+
+
 def piece_rows(tree_line: str, pieces: list[str], subword_format: str, subword_label: str):
     """``(labels, spans)`` of the nodes of the tree over ``pieces``, bottom-up (sorted by
     ``(end, -start)``), ``spans`` flattened as ``start0, end0, start1, end1, ...``; ``None`` where
@@ -126,13 +134,7 @@ def piece_rows(tree_line: str, pieces: list[str], subword_format: str, subword_l
     if read is None:
         return None
     leaves, tags, label_of_span = read
-    if subword_format == "subword_nmt":
-        first_piece, last_piece, words = _subword_nmt_words(pieces)
-    else:
-        grouped = group_pieces(pieces, subword_format)
-        words = [word for word, _, _ in grouped]
-        first_piece = [first for _, first, _ in grouped]
-        last_piece = [last for _, _, last in grouped]
+    first_piece, last_piece, words = _words(pieces, subword_format)
     if leaves != words:
         if len(leaves) != len(words) or any(leaf != word and canonical(leaf) != canonical(word)
                                             for leaf, word in zip(leaves, words)):
@@ -181,12 +183,7 @@ def parent_rows(heads_line: str, pieces: list[str], subword_format: str):
     if not digits.isascii() or not digits.isdigit():
         return None
     heads = [int(field) - 1 for field in fields]
-    if subword_format == "subword_nmt":
-        first_piece, last_piece, _ = _subword_nmt_words(pieces)
-    else:
-        grouped = group_pieces(pieces, subword_format)
-        first_piece = [first for _, first, _ in grouped]
-        last_piece = [last for _, _, last in grouped]
+    first_piece, last_piece, _ = _words(pieces, subword_format)
     count = len(heads)
     if count != len(first_piece) or not _is_dependency_tree(heads):
         return None
