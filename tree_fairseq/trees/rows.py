@@ -12,108 +12,83 @@ long way, which also says what is wrong with a line that is wrong. :func:`parent
 same for a line of dependency heads.
 """
 
-import re
+import functools
 
 from tree_fairseq.trees.align import canonical
 from tree_fairseq.trees.bracketed import unescape_label
 from tree_fairseq.trees.subwords import RESERVED_LABELS, SUBWORD_LABEL, group_pieces
 from tree_fairseq.trees.tree import ROOT_LABEL, TRACE_LABEL, WRAPPER_LABELS, strip_function_tags
 
-# One token of a bracketed line: a bracket, or a run of anything else but whitespace
-# (tree_fairseq.trees.bracketed reads the same tokens).
-_TOKEN = re.compile(r"\(|\)|[^\s()]+")
 _JOINER = "@@"
 
-# A label as written -> as read (function tags stripped, escapes undone); labels repeat a lot.
-_READ_LABELS: dict[str, str] = {}
 
-
+@functools.lru_cache(maxsize=100_000)
 def _read_label(written: str) -> str:
-    label = _READ_LABELS.get(written)
-    if label is None:
-        label = unescape_label(strip_function_tags(written))
-        if len(_READ_LABELS) < 100_000:
-            _READ_LABELS[written] = label
-    return label
+    """A label as written -> as read (function tags stripped, escapes undone); labels repeat a lot."""
+    return unescape_label(strip_function_tags(written))
 
 
 def quick_tree(line: str):
     """``(leaves, tags, label_of_span)`` of a line holding one bracketed tree without traces, as
     :func:`~tree_fairseq.trees.tree.normalize` reads it: the leaves as written, each leaf's
-    preterminal label (``None`` unless every leaf has one), and the label of each word span
-    ``(first, last)`` of two words or more (``""`` for an unlabelled one). ``None`` for a line
-    that is not exactly that (several trees, traces, a bracket error, ...)."""
+    preterminal label, and the label of each word span ``(first, last)`` of two words or more
+    (``""`` for an unlabelled one). ``None`` for a line that is not exactly that (several trees,
+    traces, a word without a preterminal of its own, a bracket error, ...).
+
+    The line is cut at its closing brackets: each piece holds the brackets opened since the last
+    one closed, and ends either in ``TAG word`` (the preterminal that bracket closes) or in nothing
+    (the bracket closes a phrase), so the tree is read in one string operation per node."""
     if TRACE_LABEL in line:
         return None
-    tokens = _TOKEN.findall(line)
-    count = len(tokens)
-    if count < 3 or tokens[0] != "(":
-        return None
+    pieces = line.split(")")
+    if len(pieces) < 2 or (pieces[-1] and not pieces[-1].isspace()):
+        return None  # nothing closed, or text after the last bracket
     leaves: list[str] = []
-    tags: list[str] = []
+    written_tags: list[str] = []
     label_of_span: dict[tuple[int, int], str] = {}
-    # Open nodes: [label as written, first leaf, children so far, whether its first child is a word].
-    stack: list[list] = []
-    i = 0
-    while i < count:
-        token = tokens[i]
-        if token == "(":
-            if stack:
-                stack[-1][2] += 1
-            elif i:
+    # The phrases open: their labels as written and first leaves.
+    labels: list[str] = []
+    starts: list[int] = []
+    whole = False  # a tree was closed: nothing may open after it
+    for piece in pieces[:-1]:
+        if "(" in piece:
+            if whole:
                 return None  # a second tree on the line
-            label = tokens[i + 1] if i + 1 < count else "("
-            if label == "(" or label == ")":
-                stack.append(["", len(leaves), 0, False])
-                i += 1
-                continue
-            # "(TAG word)": a preterminal, read in one step.
-            if i + 3 < count and tokens[i + 3] == ")" and tokens[i + 2] != "(" and tokens[i + 2] != ")" and stack:
-                tag = _read_label(label)
-                if tag in WRAPPER_LABELS:
-                    return None
-                leaves.append(tokens[i + 2])
-                tags.append(tag)
-                i += 4
-                continue
-            stack.append([label, len(leaves), 0, False])
-            i += 2
-        elif token == ")":
-            if not stack:
-                return None
-            written, start, children, word_first = stack.pop()
-            if not children:
-                return None
+            opened = piece.split("(")
+            if opened[0] and not opened[0].isspace():
+                return None  # a word outside a preterminal
+            preterminal = opened.pop().split()
+            if len(preterminal) != 2:
+                return None  # "(X)", "()", or a word beside a preterminal
+            for phrase in opened[1:]:
+                fields = phrase.split()
+                if len(fields) > 1:
+                    return None  # a word outside a preterminal
+                labels.append(fields[0] if fields else "")
+                starts.append(len(leaves))
+            written_tags.append(preterminal[0])
+            leaves.append(preterminal[1])
+            whole = not starts  # a line of one preterminal is a tree of one word
+        else:
+            if piece and not piece.isspace():
+                return None  # a word outside a preterminal
+            if not starts:
+                return None  # a bracket closes nothing
+            start = starts.pop()
+            written = labels.pop()
             end = len(leaves) - 1
-            if children == 1 and word_first:
-                # A preterminal the shortcut above did not take: (WRAPPER word), or a whole line of one word.
-                tag = _read_label(written)
-                if tag in WRAPPER_LABELS or len(tags) != start:
-                    return None
-                tags.append(tag)
-            elif end > start:
+            if end > start:
                 label = _read_label(written)
                 span = (start, end)
                 if span not in label_of_span or label not in WRAPPER_LABELS:
                     label_of_span[span] = label
                 elif label_of_span[span] == "":
                     label_of_span[span] = label
-            if not stack and i != count - 1:
-                return None  # a second tree, or text after the tree
-            i += 1
-        else:
-            if not stack:
-                return None
-            top = stack[-1]
-            if not top[2]:
-                top[3] = True
-            top[2] += 1
-            leaves.append(token)
-            i += 1
-    if stack:
+            whole = not starts
+    if starts or not leaves:
         return None
-    if len(tags) != len(leaves):
-        # Some word has no preterminal of its own: no tags, and the long way tells them apart.
+    tags = list(map(_read_label, written_tags))
+    if not WRAPPER_LABELS.isdisjoint(tags):
         return None
     return leaves, tags, label_of_span
 
