@@ -16,7 +16,11 @@ The files are cycled (or cut) to ``--lines`` lines (default 100,000) in ``--work
 small corpus such as IWSLT'14's 11k-line train set stands in for a large one.
 
 Measured, at each ``--workers`` count (default 1 and 2), each command in its own process with its
-CPU time and peak resident memory from ``os.wait4`` (the command's own and its reaped workers'):
+CPU time and peak resident memory from ``os.wait4`` (the command's own and its reaped workers'). The
+commands are the console scripts a user runs (``tree-fairseq-parse``, ``tree-fairseq-preprocess``,
+``fairseq-preprocess``, beside this Python): started as ``python -m tree_fairseq.cli.parse``, a
+command and each of its worker processes would import fairseq and torch (about 4 CPU seconds each),
+which tree-fairseq-parse itself does not.
 
 1. ``parse``: tree-fairseq-parse lines per second for each parser that runs offline: ``spacy``
    (``--spacy-model``, when installed), ``bracketed`` (aligning ``--trees``), ``conllu`` (aligning a CoNLL-U file
@@ -264,12 +268,21 @@ def _write_conllu(tok: Path, heads: Path | None, out: Path) -> None:
         heads_lines.close()
 
 
+def console_script(name: str) -> str:
+    """The console script ``name`` installed beside this Python (as ``pip install`` puts it)."""
+    path = shutil.which(name, path=os.path.dirname(sys.executable))
+    if path is None:
+        raise ValueError(f"{name} is not installed beside {sys.executable}: install the package into this "
+                         "environment (pip install -e .) and run the script with its Python")
+    return path
+
+
 def _parse_command(args, corpus, parser, out: Path, workers: int) -> list[str]:
     if out.parent.exists():
         for path in out.parent.glob(out.name + "*"):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     out.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "tree_fairseq.cli.parse", "--input", str(corpus["tok"]), "--output", str(out),
+    command = [console_script("tree-fairseq-parse"), "--input", str(corpus["tok"]), "--output", str(out),
                "--parser", parser, "--workers", str(workers)]
     if parser in ("spacy", "conllu"):
         command += ["--heads", str(out) + ".heads"]
@@ -285,8 +298,7 @@ def _parse_command(args, corpus, parser, out: Path, workers: int) -> list[str]:
 
 
 def _preprocess_command(args, corpus, tool, destdir: Path, workers: int) -> list[str]:
-    # fairseq-preprocess's own entry point, fairseq_cli.preprocess, run by this Python.
-    program = [sys.executable, "-m", "fairseq_cli.preprocess" if tool == "fairseq" else "tree_fairseq.cli.preprocess"]
+    program = [console_script("fairseq-preprocess" if tool == "fairseq" else "tree-fairseq-preprocess")]
     return program + ["--source-lang", args.src_lang, "--target-lang", args.tgt_lang, "--trainpref",
                       str(corpus["prefix"]), "--destdir", str(destdir), "--workers", str(workers)]
 

@@ -140,3 +140,11 @@ def test_parsers_without_a_model_here_are_said_not_measured(tmp_path, capsys, mo
     assert results["not_measured"] == {
         "spacy": "the spaCy pipeline no_such_pipeline_here is not installed (give --spacy-model)",
         "stanza": f"--stanza-model-dir {tmp_path / 'none'} is no folder"}
+
+
+def test_commands_are_the_console_scripts_users_run(tmp_path, monkeypatch):
+    # What a user runs, not python -m tree_fairseq.cli.parse (whose worker processes import fairseq).
+    assert Path(benchmark_prep.console_script("tree-fairseq-parse")).name == "tree-fairseq-parse"
+    monkeypatch.setattr(benchmark_prep.sys, "executable", str(tmp_path / "bin" / "python"))
+    with pytest.raises(ValueError, match=r"tree-fairseq-parse is not installed beside .*bin/python: install"):
+        benchmark_prep.console_script("tree-fairseq-parse")
