@@ -45,7 +45,10 @@ part, ``--parsers`` some of the parsers. The table is printed from results.json 
 every run (``--report`` prints it without measuring anything).
 
 On a machine running other jobs the wall-clock rates are low and noisy; the CPU-time rates are
-the steadier, and the 1-minute load average is printed beside each measurement.
+the steadier, and the 1-minute load average is printed beside each measurement. Even on an idle
+virtual machine one command's time can vary by a fifth from one run to the next: ``--repeat N``
+runs each command N times (each fairseq/tree preprocess pair back to back), keeps the median and
+prints the range of the pairs' ratios.
 """
 
 import argparse
@@ -53,6 +56,7 @@ import importlib.util
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -87,6 +91,9 @@ def get_parser():
                         "spacy is not measured")
     parser.add_argument("--stanza-model-dir", type=Path, help="stanza model folder; without it stanza is not measured")
     parser.add_argument("--stanza-lang", default="en", help="--lang of stanza")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs of each command (preprocess: of each fairseq/tree pair, back to back); a "
+                        "figure is the median of its runs, the preprocess ratio's range over the pairs is printed")
     parser.add_argument("--force", action="store_true", help="measure again what results.json holds")
     parser.add_argument("--report", action="store_true", help="print the table of results.json, measure nothing")
     return parser
@@ -124,8 +131,10 @@ def run(args):
                 key = f"parse {parser} w{workers}"
                 out = args.workdir / "parse" / f"{parser}.w{workers}"
                 if key not in runs or args.force:
-                    runs[key] = _measure(_parse_command(args, corpus, parser, out, workers), corpus["lines"],
-                                         args.workdir / "logs" / f"{key.replace(' ', '.')}.log")
+                    runs[key] = _median_run([
+                        _measure(_parse_command(args, corpus, parser, out, workers), corpus["lines"],
+                                 args.workdir / "logs" / f"{key.replace(' ', '.')}.log")
+                        for _ in range(args.repeat)])
                     runs[key]["output_bytes"] = sum(p.stat().st_size for p in _outputs(out))
                     _save_results(args.workdir, results)
                 if first is None:
@@ -139,17 +148,23 @@ def run(args):
     if args.only in (None, "preprocess"):
         first = None
         for workers in args.workers:
-            for tool in ("fairseq", "tree"):  # back to back, so that both see the same load
-                key = f"preprocess {tool} w{workers}"
-                destdir = args.workdir / "preprocess" / f"{tool}.w{workers}"
-                if key not in runs or args.force:
-                    if destdir.exists():
-                        shutil.rmtree(destdir)
-                    runs[key] = _measure(_preprocess_command(args, corpus, tool, destdir, workers), corpus["lines"],
-                                         args.workdir / "logs" / f"{key.replace(' ', '.')}.log")
-                    runs[key]["databin_bytes"] = sum(p.stat().st_size for p in destdir.iterdir()
-                                                     if p.name != "preprocess.log")
-                    _save_results(args.workdir, results)
+            keys = {tool: f"preprocess {tool} w{workers}" for tool in ("fairseq", "tree")}
+            if any(key not in runs for key in keys.values()) or args.force:
+                measured = {tool: [] for tool in keys}
+                for _ in range(args.repeat):
+                    for tool, key in keys.items():  # back to back, so that both see the same load
+                        destdir = args.workdir / "preprocess" / f"{tool}.w{workers}"
+                        if destdir.exists():
+                            shutil.rmtree(destdir)
+                        measured[tool].append(_measure(_preprocess_command(args, corpus, tool, destdir, workers),
+                                                       corpus["lines"],
+                                                       args.workdir / "logs" / f"{key.replace(' ', '.')}.log"))
+                for tool, key in keys.items():
+                    runs[key] = _median_run(measured[tool])
+                    runs[key]["databin_bytes"] = sum(path.stat().st_size for path in
+                                                     (args.workdir / "preprocess" / f"{tool}.w{workers}").iterdir()
+                                                     if path.name != "preprocess.log")
+                _save_results(args.workdir, results)
             destdir = args.workdir / "preprocess" / f"tree.w{workers}"
             if first is None:
                 first = destdir
@@ -173,6 +188,8 @@ def _unavailable(args, parser) -> str | None:
 def _check_args(args):
     if args.lines < 1:
         raise ValueError(f"--lines {args.lines}: give a positive number of lines")
+    if args.repeat < 1:
+        raise ValueError(f"--repeat {args.repeat}: give a positive number of runs")
     if any(workers < 1 for workers in args.workers) or len(set(args.workers)) != len(args.workers):
         raise ValueError(f"--workers {' '.join(map(str, args.workers))}: give distinct positive numbers")
     if len(set(args.parsers)) != len(args.parsers):
@@ -325,6 +342,25 @@ def _measure(command: list[str], lines: int, log: Path) -> dict:
             "load_after": round(os.getloadavg()[0], 2)}
 
 
+def _median_run(measured: list[dict]) -> dict:
+    """One figure of several runs of a command: the median wall and CPU time (and the rates from
+    them), the largest peak RSS, the load before the first; each run's times under "repeats"."""
+    walls, cpus = [run["wall_s"] for run in measured], [run["cpu_s"] for run in measured]
+    wall, cpu, lines = statistics.median(walls), statistics.median(cpus), measured[0]["lines"]
+    return {**measured[0], "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "lines_per_s": round(lines / wall, 1),
+            "lines_per_cpu_s": round(lines / cpu, 1), "peak_rss_mb": max(run["peak_rss_mb"] for run in measured),
+            "load_after": measured[-1]["load_after"], "repeats": [[w, c] for w, c in zip(walls, cpus)]}
+
+
+def _ratio_range(fairseq: dict, tree: dict) -> str:
+    """The wall-clock ratio tree / fairseq of each back-to-back pair, as a range (empty for one pair)."""
+    pairs = list(zip(fairseq.get("repeats", []), tree.get("repeats", [])))
+    if len(pairs) < 2:
+        return ""
+    ratios = [fairseq_run[0] / tree_run[0] for fairseq_run, tree_run in pairs]
+    return f" ({min(ratios):.2f}-{max(ratios):.2f} over {len(pairs)} pairs)"
+
+
 def _outputs(out: Path) -> list[Path]:
     return sorted(path for path in out.parent.glob(out.name + "*") if path.is_file())
 
@@ -363,7 +399,7 @@ def report(results: dict) -> str:
                 continue
             out.append(
                 f"| {workers} | {fairseq['lines_per_s']:,.0f} | {tree['lines_per_s']:,.0f} | "
-                f"{tree['lines_per_s'] / fairseq['lines_per_s']:.2f} | "
+                f"{tree['lines_per_s'] / fairseq['lines_per_s']:.2f}{_ratio_range(fairseq, tree)} | "
                 f"{tree['lines_per_cpu_s'] / fairseq['lines_per_cpu_s']:.2f} | "
                 f"{fairseq['peak_rss_mb']:,.0f} / {tree['peak_rss_mb']:,.0f} | "
                 f"{fairseq['databin_bytes'] / fairseq['lines']:.0f} / {tree['databin_bytes'] / tree['lines']:.0f} | "

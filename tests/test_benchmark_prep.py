@@ -77,6 +77,7 @@ def test_projection_formula():
     (lambda p, w: ["--heads", str(p["missing"])], "no such file"),
     (lambda p, w: ["--heads", str(p["short"])], "the inputs have different numbers of lines"),
     (lambda p, w: ["--src-lang", "de"], "--src-lang and --tgt-lang must differ"),
+    (lambda p, w: ["--repeat", "0"], "--repeat 0: give a positive number of runs"),
 ])
 def test_bad_inputs_are_named_before_anything_is_measured(tmp_path, change, message, monkeypatch):
     paths = tiny_inputs(tmp_path)
@@ -148,3 +149,33 @@ def test_commands_are_the_console_scripts_users_run(tmp_path, monkeypatch):
     monkeypatch.setattr(benchmark_prep.sys, "executable", str(tmp_path / "bin" / "python"))
     with pytest.raises(ValueError, match=r"tree-fairseq-parse is not installed beside .*bin/python: install"):
         benchmark_prep.console_script("tree-fairseq-parse")
+
+
+def test_repeats_alternate_the_pair_and_report_medians_and_the_ratio_range(tmp_path, capsys, monkeypatch):
+    paths = tiny_inputs(tmp_path)
+    workdir = tmp_path / "work"
+    order = []
+    walls = {"fairseq": iter([10.0, 12.0, 11.0]), "tree": iter([20.0, 12.0, 11.0])}
+
+    def fake_measure(command, lines, log):
+        tool = "tree" if Path(command[0]).name == "tree-fairseq-preprocess" else "fairseq"
+        order.append(tool)
+        destdir = Path(command[command.index("--destdir") + 1])
+        destdir.mkdir(parents=True)
+        (destdir / "dict.en.txt").write_text("a 1\n")
+        wall = next(walls[tool])
+        return {"command": command, "lines": lines, "wall_s": wall, "cpu_s": wall / 2, "lines_per_s": lines / wall,
+                "lines_per_cpu_s": 2 * lines / wall, "peak_rss_mb": wall, "load_before": 0.5, "load_after": 0.0}
+
+    monkeypatch.setattr(benchmark_prep, "_measure", fake_measure)
+    benchmark_prep.main(flags(paths, workdir, "--lines", "20", "--only", "preprocess", "--workers", "1",
+                              "--repeat", "3"))
+    assert order == ["fairseq", "tree"] * 3  # back to back, pair after pair
+    runs = json.loads((workdir / "results.json").read_text())["runs"]
+    tree = runs["preprocess tree w1"]
+    assert tree["wall_s"] == 12.0 and tree["cpu_s"] == 6.0 and tree["peak_rss_mb"] == 20.0
+    assert tree["repeats"] == [[20.0, 10.0], [12.0, 6.0], [11.0, 5.5]]
+    assert runs["preprocess fairseq w1"]["wall_s"] == 11.0
+    # wall: the medians' rates as stored (1.7 / 1.8 lines/s); CPU 5.5 / 6; each pair's wall 10/20, 12/12, 11/11
+    printed = capsys.readouterr().out
+    assert "| 1 | 2 | 2 | 0.94 (0.50-1.00 over 3 pairs) | 0.92 |" in printed, printed
