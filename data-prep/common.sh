@@ -265,7 +265,7 @@ parse_trees() {
         --on-failure "$ON_FAILURE")
     case $PARSER in
         # --workers: spaCy, and stanza on the CPU, parse in --workers processes (each holds its own
-        # model, ~465 MB for spaCy's small English one); stanza on a GPU in one. The trees are the same.
+        # model, ~360 MB for spaCy's small English one); stanza on a GPU in one. The trees are the same.
         stanza) args+=(--lang "${PARSE_LANG:-$lang}" ${STANZA_DIR:+--model-dir "$STANZA_DIR"}
                        ${STANZA_PACKAGE:+--stanza-package "$STANZA_PACKAGE"} $PARSE_CPU
                        ${PARSE_CPU:+--workers "$THREADS"}) ;;

@@ -15,8 +15,8 @@
 #
 # Time and disk (docs/performance.md, "Data preparation", measured on IWSLT'14's line lengths;
 # Gigaword's articles are longer, scale by their mean length): parsing with spaCy's small English
-# pipeline and binarising take about 5.0 hours on one core, 0.62 on 8 and 0.16 on 32 (--workers,
-# default: every core; each spaCy worker holds ~465 MB); BPE comes on top. Disk: about 5 GB in
+# pipeline and binarising take about 3.2 hours on one core, 0.40 on 8 and 0.10 on 32 (--workers,
+# default: every core; each spaCy worker holds ~360 MB); BPE comes on top. Disk: about 5 GB in
 # WORK besides the download.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"

@@ -16,8 +16,8 @@
 # Resumable: run the same command again after an interruption; finished steps are skipped.
 #
 # Time and disk (docs/performance.md, "Data preparation", measured on IWSLT'14's line lengths):
-# parsing with spaCy's small English pipeline and binarising take about 5.9 hours on one core,
-# 0.74 on 8 and 0.18 on 32 (--workers, default: every core; each spaCy worker holds ~465 MB);
+# parsing with spaCy's small English pipeline and binarising take about 3.8 hours on one core,
+# 0.48 on 8 and 0.12 on 32 (--workers, default: every core; each spaCy worker holds ~360 MB);
 # the download, Moses tokenisation and BPE come on top. Disk: about 6 GB in WORK besides the
 # downloads (2 GB of data-bin, 1.2 GB of trees, 2 GB of tokenised and BPE'd text).
 set -euo pipefail
