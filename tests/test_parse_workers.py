@@ -85,6 +85,31 @@ def test_more_workers_than_chunks_start_one_per_chunk(tmp_path, monkeypatch):
     assert _outputs(tmp_path, "eight") == _outputs(tmp_path, "one")
 
 
+class _FakeWorker:
+    def __init__(self, log):
+        self.log, self.ready, self.ended, self.chunk = log, False, False, None
+        log.append("start")
+
+    def receive(self):
+        self.log.append("first ready")
+        return ("ready", "version", {"parser": "fake"})
+
+
+@pytest.mark.parametrize("parser, started_before_the_first_is_ready", [("spacy", 3), ("right", 3), ("stanza", 1)])
+def test_workers_start_at_once_but_stanzas_after_the_first(monkeypatch, parser, started_before_the_first_is_ready):
+    # The others load their models while the first does, except stanza's: its first may download the model.
+    log = []
+    monkeypatch.setattr(parse_cli.ParserProcesses, "_start",
+                        lambda self: self.workers.append(_FakeWorker(log)) or self.workers[-1])
+    args = parse_cli.get_parser().parse_args(["--input", "x", "--output", "y", "--parser", parser, "--workers", "3"])
+    processes = parse_cli.ParserProcesses(args, chunks=5)
+    assert log.index("first ready") == started_before_the_first_is_ready
+    assert processes.version == "version"
+    log.clear()
+    parse_cli.ParserProcesses(args, chunks=2)  # no more workers than chunks
+    assert log.count("start") == (2 if parser != "stanza" else 1)
+
+
 @pytest.mark.parametrize("workers", ["0", "-2", "two"])
 def test_workers_is_a_positive_whole_number(tmp_path, capsys, workers):
     (tmp_path / "text").write_text("a b\n", encoding="utf-8")
