@@ -84,7 +84,8 @@ def test_the_counted_dictionary_is_fairseqs(corpus, tmp_path, caplog, extra):
 
 def test_options_change_the_dictionary_the_comparison_sees(corpus, tmp_path, caplog):
     sizes = {}
-    for name, extra in (("plain", ["--padding-factor", "1"]), ("threshold", ["--padding-factor", "1", "--thresholdsrc", "3"]),
+    for name, extra in (("plain", ["--padding-factor", "1"]),
+                        ("threshold", ["--padding-factor", "1", "--thresholdsrc", "3"]),
                         ("nwords", ["--padding-factor", "1", "--nwordssrc", "10"])):
         _, tree_dir = binarise_both(corpus, tmp_path / name, extra, caplog)
         sizes[name] = len((tree_dir / "dict.de.txt").read_text(encoding="utf-8").splitlines())

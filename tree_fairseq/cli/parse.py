@@ -315,7 +315,7 @@ def _parse_file(args: argparse.Namespace) -> None:
         try:
             with tqdm(total=total, unit="sent", desc="parse") as bar:
                 if args.workers > 1:
-                    parser.parse(_chunks(args), parts_dir, total, bar)
+                    parser.parse(_chunks(args), parts_dir, bar)
                 else:
                     for index, first_line, sentences in _chunks(args):
                         if not os.path.exists(_chunk_stem(parts_dir, index) + ".trees"):
@@ -427,6 +427,7 @@ class ParserProcesses:
 
     def __init__(self, args: argparse.Namespace, chunks: int):
         self.args = args
+        self.chunks = chunks
         self.workers: list[_Worker] = []
         first = self._start()
         try:
@@ -476,13 +477,13 @@ class ParserProcesses:
         self.workers.append(_Worker(process, connection))
         return self.workers[-1]
 
-    def parse(self, chunks, parts_dir: str, total: int, bar) -> None:
+    def parse(self, chunks, parts_dir: str, bar) -> None:
         """Parse the ``chunks`` (:func:`_chunks`) not finished in ``parts_dir``, starting as many
         workers as there are such chunks, up to --workers. An error (a line that cannot be parsed,
         a worker that died) stops the handing out; the chunks in work are finished, and the error
         of the first chunk in input order is raised: the one a single process stops at."""
         finished = sum(name.endswith(".trees") for name in os.listdir(parts_dir))
-        for _ in range(min(self.args.workers, -(-total // self.args.chunk_size) - finished) - len(self.workers)):
+        for _ in range(min(self.args.workers, self.chunks - finished) - len(self.workers)):
             self._start()
         errors: list[tuple[float, BaseException]] = []  # (chunk index, error)
         unfinished = _unfinished(chunks, parts_dir, bar)
