@@ -41,6 +41,7 @@ COMMANDS = {
     "benchmark_all": "python scripts/benchmark_all.py",
     "compare_bleu": "bash scripts/compare_bleu.sh",
     "check_same_batches": "python scripts/check_same_batches.py",
+    "reverse_children": "python scripts/reverse_children.py",
     "install": "python3 -m venv .venv",
     "test": ".venv/bin/python -m pytest",
     "parse_stanza": "tree-fairseq-parse --parser stanza",
@@ -283,6 +284,20 @@ def test_readme_check_same_batches(tiny_databin, tmp_path):
     output = succeeded(bash(command + " --max-tokens 64", ROOT))
     assert "identical batches (sentence ids, in order) in 1 of 1 epochs" in output, output
     assert re.search(r"(\d+) train_inner lines, \1 within the 1 epochs \(0 of them .*\), \1 agree", output), output
+
+
+def test_readme_reverse_children(tiny_corpus, tmp_path):
+    """The tiny corpus's test trees and text, every node's children reversed."""
+    command = fill(readme_command("reverse_children"), {
+        "--trees T": f"--trees {tiny_corpus / 'test.tree.de'}", "--text X": f"--text {tiny_corpus / 'test.de'}",
+        "T2": tmp_path / "test.tree.de", "X2": tmp_path / "test.de"})
+    succeeded(bash(command, ROOT))
+    original = (tiny_corpus / "test.de").read_text(encoding="utf-8").splitlines()
+    reordered = (tmp_path / "test.de").read_text(encoding="utf-8").splitlines()
+    assert len(reordered) == len(original) == 40
+    assert [sorted(line.split()) for line in reordered] == [sorted(line.split()) for line in original]
+    assert sum(a != b for a, b in zip(reordered, original)) > 30
+    assert len((tmp_path / "test.tree.de").read_text(encoding="utf-8").splitlines()) == 40
 
 
 # Install and test: .ci/run runs them
