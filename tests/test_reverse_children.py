@@ -131,6 +131,14 @@ def test_bad_input_names_the_file_and_line_and_leaves_no_output(tmp_path, trees,
     assert _left(tmp_path) == []
 
 
+def test_text_that_is_not_utf8_names_the_file_and_line(tmp_path):
+    trees, text = _files(tmp_path, ["(S a)", "(S b)"], ["a", "b"])
+    Path(text).write_bytes(b"a\n\xff\n")
+    with pytest.raises(ValueError, match=rf"{text}:2: not UTF-8 text"):
+        reverse_files(trees, text, *_outputs(tmp_path), "subword_nmt")
+    assert _left(tmp_path) == []
+
+
 def test_a_file_given_twice_is_refused(tmp_path):
     trees, text = _files(tmp_path, ["(S a)"], ["a"])
     out_trees, out_text = _outputs(tmp_path)

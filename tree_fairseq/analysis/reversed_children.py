@@ -109,8 +109,12 @@ def _check_labels(trees: list[RawTree]) -> None:
 
 
 def _lines(path: str):
-    with open(path, encoding="utf-8", newline="\n") as f:
-        yield from f
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            try:
+                yield line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}:{number}: not UTF-8 text ({error.reason} at byte {error.start})") from None
 
 
 def reverse_files(trees: str, text: str, out_trees: str, out_text: str, subword_format: str) -> int:
