@@ -6,10 +6,11 @@ the order does not.
 
 Reads bracketed trees (one line per sentence, as ``tree-fairseq-preprocess`` reads them) and the
 subword text beside them, and writes both reversed: every node's children (words or nodes) in
-reverse order, several trees on one line in reverse order too, and the text's words in the
-reversed trees' order. ``-NONE-`` traces, which are not words of the text, are reversed with
-their siblings (``tree-fairseq-preprocess`` drops them, as ever). A word's pieces keep their
-order: reversed, they would be other pieces of the dictionary. Binarise the output with the
+reverse order, several trees on one line in reverse order too: the mirror image of the line's
+trees, whose words are the sentence's in reverse order, and so the text's are written.
+``-NONE-`` traces, which are not words of the text, are reversed with their siblings
+(``tree-fairseq-preprocess`` drops them, as ever). A word's pieces keep their order: reversed,
+they would be other pieces of the dictionary. Binarise the output with the
 trained model's dictionaries (``--srcdict``, ``--tgtdict``, ``--nodedict``) and translate it as
 the original.
 
@@ -32,30 +33,28 @@ from tree_fairseq.trees import SUBWORD_FORMATS, RawTree, TreeError, group_pieces
 from tree_fairseq.trees.tree import TRACE_LABEL
 
 
-def _word_nodes(tree: RawTree) -> list[RawTree]:
-    """The word nodes of ``tree`` left to right, but those of ``-NONE-`` traces (which are not
-    words of the text); without recursion: trees can be deeper than Python's recursion limit."""
-    words, stack = [], [tree]
+def _count_words(tree: RawTree) -> int:
+    """The words of ``tree``, but those of ``-NONE-`` traces (which are not words of the text);
+    without recursion: trees can be deeper than Python's recursion limit."""
+    count, stack = 0, [tree]
     while stack:
         node = stack.pop()
         if node.is_word:
-            words.append(node)
+            count += 1
         elif node.label != TRACE_LABEL:
-            stack.extend(reversed(node.children))
-    return words
+            stack.extend(node.children)
+    return count
 
 
 def reversed_tree(tree: RawTree) -> RawTree:
-    """A copy of ``tree`` with every node's children in reverse order; its word nodes are new
-    objects, each ``source`` attribute the word node of ``tree`` it copies."""
+    """A copy of ``tree`` with every node's children in reverse order: its mirror image, whose
+    words are ``tree``'s in reverse order."""
     copy = RawTree(tree.label)
-    copy.source = tree
     stack = [(tree, copy)]
     while stack:
         node, new = stack.pop()
         for child in reversed(node.children):
             new_child = RawTree(child.label)
-            new_child.source = child
             new.children.append(new_child)
             if not child.is_word:
                 stack.append((child, new_child))
@@ -84,14 +83,14 @@ def reverse_line(tree_line: str, text_line: str, subword_format: str = "subword_
     trees = read_bracketed(tree_line)
     pieces = text_line.split()
     words = group_pieces(pieces, subword_format)
-    index = {id(word): i for i, word in enumerate(w for tree in trees for w in _word_nodes(tree))}
-    if len(index) != len(words):
-        raise TreeError(f"the trees have {len(index)} words, the text {len(words)}: "
+    tree_words = sum(_count_words(tree) for tree in trees)
+    if tree_words != len(words):
+        raise TreeError(f"the trees have {tree_words} words, the text {len(words)}: "
                         "they must be over the same words")
     new_trees = [reversed_tree(tree) for tree in reversed(trees)]
     _check_labels(new_trees)
-    order = [index[id(word.source)] for tree in new_trees for word in _word_nodes(tree)]
-    text = " ".join(" ".join(pieces[words[i][1]:words[i][2] + 1]) for i in order)
+    # The mirror image of the line's trees reads their words backwards: so does the text.
+    text = " ".join(" ".join(pieces[first:last + 1]) for _, first, last in reversed(words))
     return " ".join(bracketed(tree) for tree in new_trees), text
 
 
