@@ -49,8 +49,11 @@ scores every epoch (``--updates`` and ``--save-interval`` do not go with it):
   same command stops where an uninterrupted one does, with the same losses;
 - after every sitting each new epoch model parses all sentences (Algorithm 1 with every m,
   0 .. layers - 1) into ``results/epochs/epoch{N}.json``: its validation loss, sentence- and
-  corpus-level F1 on all sentences and on those of <= ``--short`` words, and the link
-  probabilities' distribution per layer;
+  corpus-level F1 on all sentences and on those of <= ``--short`` words, the link
+  probabilities' distribution per layer, and per layer how their order agrees with the gold trees'
+  (the concordance of tree_fairseq.analysis.induction.link_agreement, for the accumulated links
+  and each layer's own: a reading of what the model learns that does not depend on the threshold;
+  an epoch file written before it was recorded gets it added at the next sitting);
 - at the end, the best epoch (the lowest validation loss, the first of equals, as fairseq's
   checkpoint_best.pt) writes ``results/trees/m{m}.txt`` (one bracketed tree a line, every m, in the
   trees' order) and the baselines' ``left-branching.txt``, ``right-branching.txt`` and
@@ -523,16 +526,22 @@ def evaluate_epochs(args, databin: Path, save_dir: Path, gold: list, sentences: 
     losses = dict(patience.validations(log.read_text(encoding="utf-8", errors="replace").splitlines()))
     for epoch, path in sorted(epoch_models(save_dir).items()):
         target = out / f"epoch{epoch}.json"
-        if target.exists():
+        scored = json.loads(target.read_text(encoding="utf-8")) if target.exists() else None
+        if scored is not None and "agreement" in scored:
             continue
         model, task = load_model(args, databin, path)
         links = task.sentence_links(model, sentences)
+        if scored is not None:  # scored before the agreement was recorded: add it, keep the rest
+            induction.write_json(target, {**scored, "agreement": induction.link_agreement(links, gold)})
+            logging.info("added the links' agreement with the gold trees to epoch %d", epoch)
+            continue
         updates = torch.load(path, map_location="cpu", weights_only=False)["optimizer_history"][-1]["num_updates"]
         induction.write_json(target, {
             "epoch": epoch, "updates": updates, "valid_loss": losses.get(epoch),
             "induced": {str(m): induction.scores(trees, gold, short)
                         for m, trees in parse_every_m(args, links, sentences).items()},
             "links": induction.link_distribution(links, args.threshold),
+            "agreement": induction.link_agreement(links, gold),
         })
         logging.info("scored the trees of epoch %d", epoch)
 
@@ -597,9 +606,10 @@ def finish(args, databin, save_dir, gold, sentences, short, valid, stopped: str)
         "short_sentences": len(short), "valid_sentences": len(valid),
         "induced": {str(m): induction.scores(trees, gold, short) for m, trees in induced.items()},
         "baselines": {name: induction.scores(trees, gold, short) for name, trees in baselines.items()},
-        "links": best["links"],
+        "links": best["links"], "agreement": best["agreement"],
         "curve": [{"epoch": e["epoch"], "updates": e["updates"], "valid_loss": e["valid_loss"],
-                   "induced": {m: {s: v[s]["sentence_f1"] for s in ("all", "short")} for m, v in e["induced"].items()}}
+                   "induced": {m: {s: v[s]["sentence_f1"] for s in ("all", "short")} for m, v in e["induced"].items()},
+                   "concordance": [layer["concordance"] for layer in e["agreement"]]}
                   for e in epochs],
     }
     if record["induced"] != best["induced"]:
@@ -623,6 +633,9 @@ def scores_text(args, record: dict) -> str:
                      f"{100 * v['all']['corpus_f1']:>13.1f}")
     lines.append(f"link probabilities at epoch {record['best_epoch']}, share above --threshold {args.threshold} per "
                  "layer: " + " ".join(f"{layer['above_threshold']:.2f}" for layer in record["links"]))
+    lines.append("their order against the gold trees' (concordance, 0.5 none, 1 the gold splits first) per layer: "
+                 + " ".join(f"{layer['concordance']:.3f}" for layer in record["agreement"])
+                 + "; each layer's own links: " + " ".join(f"{layer['own_concordance']:.3f}" for layer in record["agreement"]))
     return "\n".join(lines) + "\n"
 
 

@@ -86,6 +86,39 @@ def test_link_distribution_per_layer():
     assert induction.link_distribution([]) == []
 
 
+def test_own_links_invert_the_hierarchical_constraint():
+    own = torch.tensor([[0.2, 0.9, 0.5], [0.4, 0.1, 0.7], [0.3, 0.6, 0.0]])
+    accumulated = [own[0]]
+    for layer in own[1:]:
+        accumulated.append(accumulated[-1] + (1 - accumulated[-1]) * layer)
+    assert torch.allclose(induction.own_links(torch.stack(accumulated)), own.double(), atol=1e-6)
+    saturated = induction.own_links(torch.tensor([[1.0, 0.5], [1.0, 0.75]]))
+    assert saturated[1, 0].isnan() and saturated[1, 1].item() == pytest.approx(0.5)
+
+
+def test_link_agreement_orders_boundaries_against_the_gold_tree():
+    # ((a b) (c d)): boundaries a|b and c|d lie inside two-word nodes, b|c between the root's children.
+    gold = [tree("a b c d", (0, 1), (2, 3), (0, 3)), tree("e", ), tree("f g", (0, 1))]
+    assert induction.boundary_sizes(gold[0]) == [2, 4, 2] and induction.boundary_sizes(gold[2]) == [2]
+    assert induction.boundary_sizes(tree("a b c", (1, 2))) == [3, 2]  # the root spans all words
+    own = torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.9, 0.3]])  # layer 0 cuts b|c first, layer 1 last
+    accumulated = torch.stack([own[0], own[0] + (1 - own[0]) * own[1]])
+    links = [accumulated, torch.zeros(2, 0), torch.tensor([[0.5], [0.7]])]
+    layers = induction.link_agreement(links, gold)
+    assert [layer["pairs"] for layer in layers] == [2, 2]  # (b|c, a|b) and (b|c, c|d); one-pair sentences add none
+    assert layers[0]["concordance"] == layers[0]["own_concordance"] == 1.0
+    # layer 1: accumulated 0.92, 0.91, 0.86: b|c is below a|b but not below c|d; its own links cut it last
+    assert layers[1]["concordance"] == 0.5 and layers[1]["own_concordance"] == 0.0
+    assert layers[1]["own_mean"] == pytest.approx((0.2 + 0.9 + 0.3 + 0.4) / 4)
+    tied = induction.link_agreement([torch.full((1, 3), 0.5)], gold[:1])
+    assert tied[0]["concordance"] == 0.5
+    assert induction.link_agreement([], []) == []
+    with pytest.raises(ValueError, match="links of 3 words for a gold tree of 4"):
+        induction.link_agreement([torch.zeros(2, 2)], gold[:1])
+    with pytest.raises(ValueError, match="1 sentences' links for 3 gold trees"):
+        induction.link_agreement(links[:1], gold)
+
+
 def test_induced_tree_files_round_trip_and_bad_files(tmp_path):
     gold = [tree("the cat sat", (0, 1), (0, 2)), tree("dogs", ), tree("a b", (0, 1))]
     predicted = [tree("The cat sat", (1, 2), (0, 2)), tree("dogs"), tree("a b", (0, 1))]
@@ -259,6 +292,9 @@ def test_converges_scores_publishes_and_resumes_after_a_kill(trees_file, tmp_pat
                                                                                    "random"}
     assert [point["epoch"] for point in record["curve"]] == [epoch for epoch, _ in log_validations(whole)]
     assert len(record["links"]) == 2 and all(layer["links"] == record["links"][0]["links"] for layer in record["links"])
+    assert [layer["layer"] for layer in record["agreement"]] == [0, 1]
+    assert all(0 <= layer["concordance"] <= 1 and layer["pairs"] > 0 for layer in record["agreement"])
+    assert all(len(point["concordance"]) == 2 for point in record["curve"])
     for name in ("curve.png", "links.png", "scores.txt", "trees/m0.txt", "trees/m1.txt", "trees/random.txt"):
         assert (whole / "results" / name).stat().st_size > 0
     assert "constituent attention, m=1" in done.stdout
@@ -296,6 +332,11 @@ def test_converges_scores_publishes_and_resumes_after_a_kill(trees_file, tmp_pat
     process.wait()
     assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
     assert not (killed / "results" / "scores.json").exists()
+    # An epoch scored before the links' agreement was recorded gets it added, the rest kept.
+    first = killed / "results" / "epochs" / "epoch1.json"
+    earlier = json.loads(first.read_text(encoding="utf-8"))
+    del earlier["agreement"]
+    first.write_text(json.dumps(earlier), encoding="utf-8")
     resumed = run(INDUCE, *tiny(trees_file, killed, *flags))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "taking over the lock" in resumed.stderr

@@ -18,8 +18,11 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
 from tree_fairseq.trees import parse_tree, trivial_tree
 from tree_fairseq.trees.evaluation import (
+    brackets,
     bracket_f1,
     parse_tree_of_word_tags,
     parse_tree_without_punctuation,
@@ -117,6 +120,79 @@ def link_distribution(links: Sequence, threshold: float = 0.8) -> list[dict]:
             "above_threshold": sum(v > threshold for v in values) / len(values) if values else math.nan,
             "mean": statistics.fmean(values) if values else math.nan,
             "quartiles": statistics.quantiles(values, n=4) if len(values) > 1 else values * 3,
+        })
+    return found
+
+
+def own_links(links):
+    """Each layer's own link probabilities ``â^l`` recovered from the accumulated ``a^l`` the
+    encoder returns (``(L, k - 1)``), by inverting the hierarchical constraint
+    ``a^l = a^{l-1} + (1 - a^{l-1}) · â^l``: ``â^0 = a^0``, ``â^l = (a^l - a^{l-1}) / (1 - a^{l-1})``.
+    Where ``1 - a^{l-1} < 1e-6`` the own link is not recoverable and is NaN."""
+    own = links.clone().double()
+    below = links[:-1].double()
+    room = 1.0 - below
+    own[1:] = ((links[1:].double() - below) / room.clamp_min(1e-6)).masked_fill(room < 1e-6, math.nan)
+    return own
+
+
+def boundary_sizes(tree) -> list[int]:
+    """For each pair of neighbouring words (j, j + 1), the number of words of the smallest node of
+    ``tree`` that holds both: 2 inside a two-word phrase, the sentence's length at a boundary
+    between the root's children. The larger it is, the earlier a top-down split should cut there."""
+    spans = brackets(tree, drop_trivial=False) | {(0, len(tree.leaves) - 1)}
+    return [min(end - start + 1 for start, end in spans if start <= j < end) for j in range(len(tree.leaves) - 1)]
+
+
+def link_agreement(links: Sequence, gold: Sequence) -> list[dict]:
+    """Per layer (from the lowest), how the link probabilities order each sentence's word boundaries
+    against the gold tree, for the accumulated links ``a^l`` (what Algorithm 1 splits on) and each
+    layer's own ``â^l`` (:func:`own_links`).
+
+    ``concordance``: over every two boundaries of the same sentence whose smallest holding gold
+    nodes differ in size (:func:`boundary_sizes`), the share where the boundary of the larger node
+    has the lower link (a tie counts a half): 0.5 is no agreement with the gold tree, 1 an order in
+    which splitting at the weakest link first yields every gold node. It does not depend on the
+    threshold. ``own_mean`` and ``own_quartiles``: the own links' distribution (a two-way softmax
+    per word bounds their mean near 0.5 whatever is learnt; their spread is what can change)."""
+    if not links:
+        return []
+    if len(links) != len(gold):
+        raise ValueError(f"{len(links)} sentences' links for {len(gold)} gold trees")
+    layers = links[0].shape[0]
+    agree = {kind: [0.0] * layers for kind in ("accumulated", "own")}
+    pairs = {kind: [0] * layers for kind in ("accumulated", "own")}
+    own_values: list[list[float]] = [[] for _ in range(layers)]
+    for a, tree in zip(links, gold):
+        if a.shape[1] != len(tree.leaves) - 1:
+            raise ValueError(f"links of {a.shape[1] + 1} words for a gold tree of {len(tree.leaves)}")
+        if a.shape[1] < 2:
+            own = own_links(a) if a.shape[1] else a.double()
+            for layer in range(layers):
+                own_values[layer].extend(v for v in own[layer].tolist() if not math.isnan(v))
+            continue
+        sizes = torch.tensor(boundary_sizes(tree))
+        larger = sizes[:, None] > sizes[None, :]  # boundary j is cut before boundary k
+        own = own_links(a)
+        for kind, values in (("accumulated", a.double()), ("own", own)):
+            lower = (values[:, :, None] < values[:, None, :]).double()
+            tied = (values[:, :, None] == values[:, None, :]).double()
+            known = ~(values[:, :, None].isnan() | values[:, None, :].isnan())
+            counted = larger & known
+            for layer in range(layers):
+                agree[kind][layer] += float(((lower[layer] + 0.5 * tied[layer]) * counted[layer]).sum())
+                pairs[kind][layer] += int(counted[layer].sum())
+        for layer in range(layers):
+            own_values[layer].extend(v for v in own[layer].tolist() if not math.isnan(v))
+    found = []
+    for layer in range(layers):
+        values = sorted(own_values[layer])
+        share = {kind: agree[kind][layer] / pairs[kind][layer] if pairs[kind][layer] else math.nan for kind in agree}
+        found.append({
+            "layer": layer, "pairs": pairs["accumulated"][layer],
+            "concordance": share["accumulated"], "own_concordance": share["own"],
+            "own_mean": statistics.fmean(values) if values else math.nan,
+            "own_quartiles": statistics.quantiles(values, n=4) if len(values) > 1 else values * 3,
         })
     return found
 
