@@ -46,7 +46,8 @@ scores every epoch (``--updates`` and ``--save-interval`` do not go with it):
   trains in sittings of at most ``--patience`` epochs, each resuming ``checkpoint_last.pt``, and
   counts its patience over the validations of ``checkpoints/train.log`` as scripts/train.sh does
   (tree_fairseq/cli/patience.py), so that a run killed at any point and started again with the
-  same command stops where an uninterrupted one does, with the same losses;
+  same command stops where an uninterrupted one does, with the same losses (killed while fairseq
+  copied an epoch's checkpoint to ``checkpoint_last.pt``, it resumes from the epoch's own file);
 - after every sitting each new epoch model parses all sentences (Algorithm 1 with every m,
   0 .. layers - 1) into ``results/epochs/epoch{N}.json``: its validation loss, sentence- and
   corpus-level F1 on all sentences and on those of <= ``--short`` words, the link
@@ -119,6 +120,7 @@ from tree_fairseq.analysis import induction
 from tree_fairseq.analysis.induction import WORD_FILTERS
 from tree_fairseq.cli import patience
 from tree_fairseq.cli.locking import output_lock
+from tree_fairseq.compat.checkpoints import load_checkpoint
 from tree_fairseq.modules.constituent_attention import unsupervised_parse
 from tree_fairseq.trees import trivial_tree
 from tree_fairseq.trees.evaluation import bracket_f1, random_binary_tree, short_sentences
@@ -498,6 +500,29 @@ def thin_epoch_checkpoints(save_dir: Path) -> None:
         path.unlink()
 
 
+def recover_cut_short_last(save_dir: Path) -> None:
+    """A run killed while fairseq copied its newest epoch checkpoint to checkpoint_last.pt leaves that
+    file cut short. fairseq writes the epoch's checkpoint{N}.pt whole first (under another name,
+    then renamed) and only then copies it, so that file is the same state: it takes the place of the
+    cut-short one. Refused, naming the file, when no such checkpoint is left."""
+    last = save_dir / "checkpoint_last.pt"
+    if not last.exists():
+        return
+    try:
+        load_checkpoint(str(last), mmap=True)
+    except ValueError as error:
+        full = {int(match.group(1)): path for path in save_dir.glob("checkpoint*.pt")
+                if (match := EPOCH_CHECKPOINT.fullmatch(path.name))}
+        if not full:
+            raise Refused(f"{error}, and no epoch checkpoint with the optimiser's state is left to resume from; "
+                          f"remove {save_dir} (or the whole --workdir) to train from the start") from None
+        newest = full[max(full)]
+        partial = save_dir / "checkpoint_last.pt.partial"
+        shutil.copyfile(newest, partial)
+        os.replace(partial, last)
+        logging.warning("%s; resuming from %s, the epoch checkpoint it was being copied from", error, newest.name)
+
+
 def epoch_models(save_dir: Path) -> dict[int, Path]:
     return {int(path.name[5:-3]): path for path in save_dir.glob("epoch*.pt") if re.fullmatch(r"epoch\d+\.pt", path.name)}
 
@@ -569,6 +594,7 @@ def until_converged(args) -> None:
             thin_epoch_checkpoints(save_dir)
             evaluate_epochs(args, databin, save_dir, gold, sentences, short)
 
+        recover_cut_short_last(save_dir)  # a sitting killed while fairseq copied it
         thin_epoch_checkpoints(save_dir)  # of a sitting killed before it could
         stopped = train_until_converged(args, databin, save_dir, after_sitting)
         after_sitting()

@@ -18,15 +18,35 @@ Tables 1 and 2, with the baselines over the same sentences::
 
     python scripts/score_induced_trees.py table runs/ptb-seed1 runs/ptb-seed2 runs/ptb+iwslt-seed1
 
+``publish``: the results of finished runs, in a form that can go into a repository: for each
+workdir, ``--out``/NAME (NAME: the workdir's name) gets its ``scores.json``, ``curve.png`` and
+``links.png`` and ``trees/{m0,m1,...,left-branching,right-branching,random}.txt.gz``, the trees
+unlexicalised (every word written ``_``: the words are the treebank's, which stays where it is) and
+gzipped. Each file is scored again against ``--gold`` before anything is written and must give the
+run's own figures. A NAME already in ``--out`` is refused; the folder is made aside and renamed into
+place at the end, so a run stopped half-way (Ctrl-C, SIGTERM) leaves nothing and the second of two
+runs at once is refused::
+
+    python scripts/score_induced_trees.py publish --gold ptb-sample/wsj_0001-0199.mrg.txt \
+        --out docs/results/grammar-induction runs/ptb-small-seed1 runs/ptb-small-seed2
+
+``score`` and ``table`` read published folders as they read workdirs (``score`` reads ``.gz`` files
+and unlexicalised trees, which must have the gold tree's number of words).
+
 ``--json`` prints the figures (fractions, not percentages) as JSON instead of a table.
 """
 
 import argparse
+import gzip
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from tree_fairseq.analysis import induction
+from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.trees.evaluation import short_sentences
 
 
@@ -44,7 +64,12 @@ def get_parser() -> argparse.ArgumentParser:
     table = commands.add_parser("table", help="median and max over seeds of finished runs")
     table.add_argument("--m", type=int, default=3, help="Algorithm 1's m (default: %(default)s, the paper's)")
     table.add_argument("--json", action="store_true", help="print JSON")
-    table.add_argument("workdirs", type=Path, nargs="+", help="workdirs of finished runs (results/scores.json)")
+    table.add_argument("workdirs", type=Path, nargs="+",
+                       help="workdirs of finished runs (results/scores.json) or their published folders (scores.json)")
+    publish = commands.add_parser("publish", help="a finished run's scores, pictures and unlexicalised trees, to publish")
+    publish.add_argument("--gold", type=Path, required=True, help="the gold trees the runs parsed (re-scored against)")
+    publish.add_argument("--out", type=Path, required=True, help="the folder that gets one folder per run")
+    publish.add_argument("workdirs", type=Path, nargs="+", help="workdirs of finished runs")
     return parser
 
 
@@ -67,8 +92,10 @@ def main(argv=None) -> None:
     try:
         if args.command == "score":
             score(args)
-        else:
+        elif args.command == "table":
             table(args)
+        else:
+            publish(args)
     except (OSError, ValueError) as error:
         sys.exit(f"score_induced_trees.py: error: {error}")
 
@@ -88,13 +115,16 @@ def score(args) -> None:
               f"{100 * value['all']['corpus_f1']:>6.1f}  {path}")
 
 
+def finished_run(folder: Path) -> dict:
+    """The scores.json of a finished run's workdir (results/scores.json) or of its published folder."""
+    for path in (folder / "results" / "scores.json", folder / "scores.json"):
+        if path.exists():
+            return json.loads(path.read_text(encoding="utf-8"))
+    raise ValueError(f"{folder} holds no finished run (no {folder / 'results' / 'scores.json'})")
+
+
 def table(args) -> None:
-    results = []
-    for workdir in args.workdirs:
-        path = workdir / "results" / "scores.json"
-        if not path.exists():
-            raise ValueError(f"{workdir} holds no finished run (no {path})")
-        results.append(json.loads(path.read_text(encoding="utf-8")))
+    results = [finished_run(workdir) for workdir in args.workdirs]
     sentences = {(r["trees"], r["word_filter"], r["sentences"], r["short"]) for r in results}
     if len(sentences) > 1:
         raise ValueError("the runs parsed other sentences (--trees, --word-filter, --sentences or --short differ)")
@@ -108,6 +138,65 @@ def table(args) -> None:
     for row in rows:
         print(f"{row['trees']:<44} {','.join(map(str, row['seeds'])):<12} {row['all']['median']:>7.1f} "
               f"{row['all']['max']:>7.1f} {row['short']['median']:>9.1f} {row['short']['max']:>9.1f}")
+
+
+PICTURES = ("curve.png", "links.png")
+
+
+def publish(args) -> None:
+    names = [workdir.resolve().name for workdir in args.workdirs]
+    for name in names:
+        if names.count(name) > 1:
+            raise ValueError(f"two workdirs are named {name}: their published folders would be one")
+        if (args.out / name).exists():
+            raise ValueError(f"{args.out / name} exists; remove it to publish {name} again")
+    staged = []
+    for workdir in args.workdirs:  # everything read and checked before anything is written
+        record = finished_run(workdir)
+        if "trees" not in record or Path(record["trees"]).name != args.gold.name:
+            raise ValueError(f"{workdir} parsed {record.get('trees')}, not --gold {args.gold}")
+        gold, _ = induction.read_gold(args.gold, record["word_filter"], record["keep_case"])
+        short = short_sentences(gold, record["short"])
+        trees = workdir / "results" / "trees"
+        files = {f"m{m}": trees / f"m{m}.txt" for m in sorted(record["induced"], key=int)}
+        files.update({name: trees / f"{name}.txt" for name in record["baselines"]})
+        expected = {**{f"m{m}": v for m, v in record["induced"].items()}, **record["baselines"]}
+        texts = {}
+        for key, path in files.items():
+            found = induction.read_induced(path, gold)
+            if induction.scores(found, gold, short) != expected[key]:
+                raise ValueError(f"{path} scores otherwise against {args.gold} than the run recorded")
+            texts[key] = "".join(induction.unlexicalised(tree) + "\n" for tree in found)
+        staged.append((workdir, texts))
+    args.out.mkdir(parents=True, exist_ok=True)
+    for (workdir, texts), name in zip(staged, names):
+        partial = tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial", dir=args.out)
+        with removed_on_sigterm(partial):
+            try:
+                shutil.copyfile(workdir / "results" / "scores.json", Path(partial) / "scores.json")
+                for picture in PICTURES:
+                    shutil.copyfile(workdir / "results" / picture, Path(partial) / picture)
+                (Path(partial) / "trees").mkdir()
+                for key, text in texts.items():
+                    with open(Path(partial) / "trees" / f"{key}.txt.gz", "wb") as raw:
+                        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
+                            packed.write(text.encode("utf-8"))
+                os.chmod(partial, 0o777 & ~current_umask())
+                try:
+                    os.rename(partial, args.out / name)  # refused if another run put it there meanwhile
+                except OSError:
+                    raise ValueError(f"{args.out / name} appeared while {name} was being published (another "
+                                     "run at once?); nothing of this run was kept") from None
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)
+                raise
+        print(f"published {workdir} as {args.out / name}")
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 if __name__ == "__main__":

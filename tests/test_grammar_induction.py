@@ -4,25 +4,30 @@ seeds (tree_fairseq.analysis.induction); scripts/induce_trees.py --until-converg
 trees with the tiny model (the stop, a run killed and resumed, the refusals) and
 scripts/score_induced_trees.py (the same F1 from the published files)."""
 
+import gzip
 import importlib.util
 import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
+from conftest import shared_data
 from helpers import subprocess_env
 
 from tree_fairseq.analysis import induction
 from tree_fairseq.cli import patience
 from tree_fairseq.trees import Node, Tree
+from tree_fairseq.trees.evaluation import short_sentences
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 INDUCE, SCORE = SCRIPTS / "induce_trees.py", SCRIPTS / "score_induced_trees.py"
@@ -135,6 +140,20 @@ def test_induced_tree_files_round_trip_and_bad_files(tmp_path):
     (tmp_path / "broken.txt").write_text("\n".join([lines[0], lines[1], "(X a b"]) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="broken.txt, line 3"):
         induction.read_induced(tmp_path / "broken.txt", gold)
+    # Unlexicalised (published) trees, gzipped or not: the structure, as many words as the gold tree.
+    hidden = "".join(induction.unlexicalised(t) + "\n" for t in predicted)
+    assert hidden.splitlines()[0].count("_") == 3 and "cat" not in hidden
+    (tmp_path / "hidden.txt").write_text(hidden, encoding="utf-8")
+    with gzip.open(tmp_path / "hidden.txt.gz", "wt", encoding="utf-8") as handle:
+        handle.write(hidden)
+    for name in ("hidden.txt", "hidden.txt.gz"):
+        read = induction.read_induced(tmp_path / name, gold)
+        assert [t.nodes for t in read] == [t.nodes for t in predicted]
+        assert induction.scores(read, gold, [0, 1, 2]) == induction.scores(predicted, gold, [0, 1, 2])
+    assert hidden.splitlines()[0] == "(X _ (X _ _))"
+    (tmp_path / "short.txt").write_text("(X _ _)\n" + "".join(hidden.splitlines(keepends=True)[1:]), encoding="utf-8")
+    with pytest.raises(ValueError, match="short.txt, line 1: a tree of 2 words for a gold tree of 3"):
+        induction.read_induced(tmp_path / "short.txt", gold)
 
 
 def result(setting: str, seed: int, f1_m3: float, arch: str = "small") -> dict:
@@ -206,12 +225,16 @@ def log_validations(workdir: Path) -> list[tuple[int, float]]:
     return patience.validations((workdir / "checkpoints" / "train.log").read_text(encoding="utf-8").splitlines())
 
 
-@pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("induce_trees", INDUCE)
+def load_script(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def script():
+    return load_script(INDUCE)
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -318,6 +341,68 @@ def test_converges_scores_publishes_and_resumes_after_a_kill(trees_file, tmp_pat
     table = run(SCORE, "table", "--m", "1", whole)
     assert table.returncode == 0 and "constituent attention, ptb, m=1" in table.stdout
 
+    # Published: unlexicalised, gzipped trees that score the same; the same table from the published folder.
+    out = tmp_path / "published"
+    published = run(SCORE, "publish", "--gold", trees_file, "--out", out, whole)
+    assert published.returncode == 0, published.stderr[-3000:]
+    folder = out / "whole"
+    assert sorted(p.name for p in (folder / "trees").iterdir()) == sorted(
+        [f"{name}.txt.gz" for name in ("m0", "m1", "left-branching", "right-branching", "random")])
+    assert json.loads((folder / "scores.json").read_text(encoding="utf-8")) == record
+    assert (folder / "curve.png").read_bytes() == (whole / "results" / "curve.png").read_bytes()
+    words = {w for line in trees_file.read_text(encoding="utf-8").splitlines() for w in re.findall(r"([^\s()]+)\)", line)}
+    text = gzip.decompress((folder / "trees" / "m1.txt.gz").read_bytes()).decode("utf-8")
+    assert len(text.splitlines()) == 60 and not words & set(re.findall(r"[^\s()]+", text)) - {"X", "_", "ROOT"}
+    again = run(SCORE, "score", "--gold", trees_file, "--json", *(folder / "trees" / f"m{m}.txt.gz" for m in "01"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [json.loads(again.stdout)[str(folder / "trees" / f"m{m}.txt.gz")] for m in "01"] == [
+        record["induced"]["0"], record["induced"]["1"]]
+    assert run(SCORE, "table", "--m", "1", folder).stdout == table.stdout
+    assert set(p.name for p in out.iterdir()) == {"whole"}  # no partial folder left
+    # Refused: a folder already published, two workdirs of one name, an unfinished run, other gold trees.
+    existing = run(SCORE, "publish", "--gold", trees_file, "--out", out, whole)
+    assert existing.returncode == 1 and "published/whole exists" in existing.stderr
+    (tmp_path / "link").mkdir()
+    (tmp_path / "link" / "whole").symlink_to(whole)
+    twice = run(SCORE, "publish", "--gold", trees_file, "--out", tmp_path / "other", whole, tmp_path / "link" / "whole")
+    assert twice.returncode == 2 and "is given twice" in twice.stderr
+    shutil.copytree(whole, tmp_path / "elsewhere" / "whole")
+    same_name = run(SCORE, "publish", "--gold", trees_file, "--out", tmp_path / "other", whole, tmp_path / "elsewhere" / "whole")
+    assert same_name.returncode == 1 and "two workdirs are named whole" in same_name.stderr
+    (tmp_path / "unfinished").mkdir()
+    unfinished = run(SCORE, "publish", "--gold", trees_file, "--out", tmp_path / "other", whole, tmp_path / "unfinished")
+    assert unfinished.returncode == 1 and "unfinished holds no finished run" in unfinished.stderr
+    other_gold = run(SCORE, "publish", "--gold", short_gold, "--out", tmp_path / "other", whole)
+    assert other_gold.returncode == 1 and "parsed" in other_gold.stderr and "not --gold" in other_gold.stderr
+    assert not (tmp_path / "other").exists()  # nothing written before everything was checked
+    (tmp_path / "renamed").mkdir()
+    shutil.copyfile(short_gold, tmp_path / "renamed" / trees_file.name)
+    fewer = run(SCORE, "publish", "--gold", tmp_path / "renamed" / trees_file.name, "--out", tmp_path / "other", whole)
+    assert fewer.returncode == 1 and "60 trees for 59 gold trees" in fewer.stderr and not (tmp_path / "other").exists()
+    # Stopped half-way, or beaten to the folder by another run: nothing of this run is left.
+    module = load_script(SCORE)
+    copy = shutil.copyfile
+
+    def interrupted(source, target):
+        if str(target).endswith("links.png"):
+            raise KeyboardInterrupt
+        return copy(source, target)
+
+    with mock.patch.object(module.shutil, "copyfile", interrupted), pytest.raises(KeyboardInterrupt):
+        module.main(["publish", "--gold", str(trees_file), "--out", str(tmp_path / "stopped"), str(whole)])
+    assert list((tmp_path / "stopped").iterdir()) == []
+
+    def beaten(source, target):
+        (tmp_path / "raced" / "whole").mkdir(exist_ok=True)
+        (tmp_path / "raced" / "whole" / "scores.json").write_text("{}", encoding="utf-8")
+        return copy(source, target)
+
+    with mock.patch.object(module.shutil, "copyfile", beaten), pytest.raises(SystemExit) as stopped:
+        module.main(["publish", "--gold", str(trees_file), "--out", str(tmp_path / "raced"), str(whole)])
+    assert "appeared while whole was being published" in str(stopped.value)
+    assert [p.name for p in (tmp_path / "raced").iterdir()] == ["whole"]
+    assert [p.name for p in (tmp_path / "raced" / "whole").iterdir()] == ["scores.json"]
+
     # Killed after the third validation, resumed by the same command.
     killed = tmp_path / "killed"
     command = [sys.executable, str(INDUCE), *map(str, tiny(trees_file, killed, *flags))]
@@ -361,6 +446,29 @@ def in_process(script, *flags) -> str:
     return str(stopped.value)
 
 
+def test_a_checkpoint_last_cut_short_by_a_kill_is_replaced_by_its_epochs_own(script, tmp_path):
+    """fairseq writes checkpoint{N}.pt whole, then copies it to checkpoint_last.pt: a kill during the
+    copy leaves the copy cut short, and the resume takes the epoch's file instead."""
+    save_dir = tmp_path / "checkpoints"
+    save_dir.mkdir()
+    for epoch in (2, 3):
+        torch.save({"model": {"w": torch.full((1000,), float(epoch))}}, save_dir / f"checkpoint{epoch}.pt")
+    whole = (save_dir / "checkpoint3.pt").read_bytes()
+    (save_dir / "checkpoint_last.pt").write_bytes(whole[: len(whole) // 2])
+    script.recover_cut_short_last(save_dir)
+    assert (save_dir / "checkpoint_last.pt").read_bytes() == whole
+    assert not (save_dir / "checkpoint_last.pt.partial").exists()
+    script.recover_cut_short_last(save_dir)  # a whole one is left alone
+    assert (save_dir / "checkpoint_last.pt").read_bytes() == whole
+    for epoch in (2, 3):
+        (save_dir / f"checkpoint{epoch}.pt").unlink()
+    (save_dir / "checkpoint_last.pt").write_bytes(whole[:100])
+    with pytest.raises(script.Refused, match="checkpoint_last.pt is truncated .* no epoch checkpoint with the "
+                                              "optimiser's state is left"):
+        script.recover_cut_short_last(save_dir)
+    script.recover_cut_short_last(tmp_path)  # nothing to resume: nothing to do
+
+
 def test_refuses_a_validation_fraction_that_leaves_nothing_before_writing(script, trees_file, tmp_path):
     said = in_process(script, *tiny(trees_file, tmp_path / "w", "--sentences", "4"))
     assert "leaves no validation or no training sentence" in said
@@ -380,3 +488,26 @@ def test_refuses_a_workdir_held_by_another_run_or_not_its_own(script, trees_file
     (foreign / "train.txt").write_text("a b\n")
     assert "holds no run to convergence" in in_process(script, *tiny(trees_file, foreign))
     assert not (Path(str(foreign.resolve()) + ".lock")).exists()  # the refused run let its lock go
+
+
+# The published runs (docs/results/grammar-induction/): their trees give their figures again, and
+# the page quotes each run's m = 3 figure.
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLISHED_RUNS = sorted(path.parent for path in (ROOT / "docs" / "results" / "grammar-induction").glob("*/scores.json"))
+
+
+@pytest.mark.parametrize("folder", PUBLISHED_RUNS, ids=[path.name for path in PUBLISHED_RUNS])
+def test_published_induced_trees_give_their_scores_and_the_page(folder):
+    record = json.loads((folder / "scores.json").read_text(encoding="utf-8"))
+    page = (ROOT / "docs" / "grammar_induction.md").read_text(encoding="utf-8")
+    assert f"results/grammar-induction/{folder.name}/" in page
+    assert f"| {100 * record['induced']['3']['all']['sentence_f1']:.1f} |" in page
+    gold, _ = induction.read_gold(shared_data("ptb-sample") / Path(record["trees"]).name, record["word_filter"])
+    short = short_sentences(gold, record["short"])
+    expected = {**{f"m{m}": v for m, v in record["induced"].items()}, **record["baselines"]}
+    assert sorted(path.name for path in (folder / "trees").iterdir()) == sorted(f"{key}.txt.gz" for key in expected)
+    for key, value in expected.items():
+        trees = induction.read_induced(folder / "trees" / f"{key}.txt.gz", gold)
+        assert all(set(tree.leaves) == {induction.HIDDEN_WORD} for tree in trees)  # no treebank words published
+        assert induction.scores(trees, gold, short) == value

@@ -8,6 +8,7 @@ Scores are PRPN / ON-LSTM's (:func:`tree_fairseq.trees.evaluation.bracket_f1` wi
 metric, and the corpus-level F1 beside it, on every sentence and on those of at most ``short`` words.
 """
 
+import gzip
 import html
 import json
 import math
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from tree_fairseq.trees import parse_tree, trivial_tree
+from tree_fairseq.trees import Tree, parse_tree, trivial_tree
 from tree_fairseq.trees.evaluation import (
     brackets,
     bracket_f1,
@@ -34,6 +35,9 @@ WORD_FILTERS = {"word-tags": parse_tree_of_word_tags, "punctuation-tags": parse_
                 "none": parse_tree}
 # Bins of the link probabilities' histogram: 20 of width 0.05 over [0, 1].
 LINK_BINS = 20
+# The word of a published (unlexicalised) induced tree: the structure is the result, the words are
+# the treebank's and stay there.
+HIDDEN_WORD = "_"
 
 
 def read_gold(path: Path, word_filter: str = "word-tags", keep_case: bool = False, limit: int | None = None):
@@ -213,10 +217,26 @@ def write_json(path: Path, value) -> None:
     write_atomically(path, json.dumps(value, indent=1, sort_keys=True) + "\n")
 
 
+def unlexicalised(tree) -> str:
+    """``tree`` as one line of brackets with every word written as :data:`HIDDEN_WORD`: the form in
+    which induced trees are published, the sentences' words being the treebank's."""
+    return Tree((HIDDEN_WORD,) * len(tree.leaves), tree.nodes).to_bracketed(tags=False)
+
+
+def read_text(path: Path) -> str:
+    """A file's text, gunzipped when its name ends in ``.gz``."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            return handle.read()
+    return path.read_text(encoding="utf-8")
+
+
 def read_induced(path: Path, gold: Sequence) -> list:
-    """The trees of an induced-tree file, one per gold tree, over the same words (compared without
-    case); ValueError naming the line otherwise."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    """The trees of an induced-tree file (gzipped if its name ends in ``.gz``), one per gold tree,
+    over the same words (compared without case) or, for an unlexicalised tree (every word
+    :data:`HIDDEN_WORD`, :func:`unlexicalised`), as many words; ValueError naming the line otherwise."""
+    lines = read_text(path).splitlines()
     if len(lines) != len(gold):
         raise ValueError(f"{path}: {len(lines)} trees for {len(gold)} gold trees")
     trees = []
@@ -225,7 +245,11 @@ def read_induced(path: Path, gold: Sequence) -> list:
             tree = parse_tree(line)
         except ValueError as error:
             raise ValueError(f"{path}, line {number}: {error}") from None
-        if [w.lower() for w in tree.leaves] != [w.lower() for w in reference.leaves]:
+        if set(tree.leaves) == {HIDDEN_WORD}:
+            if len(tree.leaves) != len(reference.leaves):
+                raise ValueError(f"{path}, line {number}: a tree of {len(tree.leaves)} words for a gold tree of "
+                                 f"{len(reference.leaves)}")
+        elif [w.lower() for w in tree.leaves] != [w.lower() for w in reference.leaves]:
             raise ValueError(f"{path}, line {number}: the words {' '.join(tree.leaves[:8])} ... are not the gold "
                              f"tree's {' '.join(reference.leaves[:8])} ...")
         trees.append(tree)
