@@ -45,6 +45,7 @@ sacrebleu ref.de -i tree_composition_transformer.spacy.hyp.de -m bleu chrf -w 2 
 sacrebleu ref.de -i tree_composition_transformer.spacy.reversed-children.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i tree_pe_transformer.spacy.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i tree_pe_transformer.spacy.reversed-children.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_composition_transformer.spacy.positions.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -87,6 +88,7 @@ sacrebleu ref.de -i transformer.hyp.de tree_composition_transformer.spacy.hyp.de
 sacrebleu ref.de -i transformer.hyp.de tree_composition_transformer.spacy.reversed-children.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_pe_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_pe_transformer.spacy.reversed-children.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_composition_transformer.spacy.positions.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -103,3 +105,4 @@ sacrebleu ref.de -i pascal_transformer.random.hyp.de pascal_transformer.spacy.hy
 sacrebleu ref.de -i pascal_transformer.random.seed2.hyp.de pascal_transformer.spacy.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i pascal_transformer.random.seed3.hyp.de pascal_transformer.spacy.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.balanced.seed3.hyp.de tree_transformer.spacy.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i tree_composition_transformer.spacy.hyp.de tree_composition_transformer.spacy.positions.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
