@@ -1,7 +1,8 @@
 """Grammar induction with constituent attention: the pieces scripts/induce_trees.py and
 scripts/score_induced_trees.py share (reading the gold trees and the extra text, the held-out
 validation sentences, scores, induced-tree files, the link probabilities' distribution, the table
-over seeds). Imports neither fairseq nor matplotlib.
+over seeds, how the links order word boundaries against the gold trees, published unlexicalised
+trees). Imports neither fairseq nor matplotlib.
 
 Scores are PRPN / ON-LSTM's (:func:`tree_fairseq.trees.evaluation.bracket_f1` with
 ``every_sentence=True``, the whole-sentence bracket left out): the sentence-level F1, the paper's
@@ -170,11 +171,6 @@ def link_agreement(links: Sequence, gold: Sequence) -> list[dict]:
     for a, tree in zip(links, gold):
         if a.shape[1] != len(tree.leaves) - 1:
             raise ValueError(f"links of {a.shape[1] + 1} words for a gold tree of {len(tree.leaves)}")
-        if a.shape[1] < 2:
-            own = own_links(a) if a.shape[1] else a.double()
-            for layer in range(layers):
-                own_values[layer].extend(v for v in own[layer].tolist() if not math.isnan(v))
-            continue
         sizes = torch.tensor(boundary_sizes(tree))
         larger = sizes[:, None] > sizes[None, :]  # boundary j is cut before boundary k
         own = own_links(a)
