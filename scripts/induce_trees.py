@@ -120,7 +120,7 @@ from tree_fairseq.analysis import induction
 from tree_fairseq.analysis.induction import WORD_FILTERS
 from tree_fairseq.cli import patience
 from tree_fairseq.cli.locking import output_lock
-from tree_fairseq.compat.checkpoints import load_checkpoint
+from tree_fairseq.compat.checkpoints import load_checkpoint, newest_readable_checkpoint
 from tree_fairseq.modules.constituent_attention import unsupervised_parse
 from tree_fairseq.trees import trivial_tree
 from tree_fairseq.trees.evaluation import bracket_f1, random_binary_tree, short_sentences
@@ -503,24 +503,23 @@ def thin_epoch_checkpoints(save_dir: Path) -> None:
 def recover_cut_short_last(save_dir: Path) -> None:
     """A run killed while fairseq copied its newest epoch checkpoint to checkpoint_last.pt leaves that
     file cut short. fairseq writes the epoch's checkpoint{N}.pt whole first (under another name,
-    then renamed) and only then copies it, so that file is the same state: it takes the place of the
-    cut-short one. Refused, naming the file, when no such checkpoint is left."""
+    then renamed) and only then copies it, so that file (or checkpoint_best.pt copied from it) is
+    the same state: the newest readable one takes the place of the cut-short one. Refused, naming
+    the file, when none is left (epoch checkpoints thinned to epoch{N}.pt have no optimiser state)."""
     last = save_dir / "checkpoint_last.pt"
     if not last.exists():
         return
     try:
         load_checkpoint(str(last), mmap=True)
     except ValueError as error:
-        full = {int(match.group(1)): path for path in save_dir.glob("checkpoint*.pt")
-                if (match := EPOCH_CHECKPOINT.fullmatch(path.name))}
-        if not full:
+        instead = newest_readable_checkpoint(str(save_dir), but=str(last))
+        if instead is None:
             raise Refused(f"{error}, and no epoch checkpoint with the optimiser's state is left to resume from; "
                           f"remove {save_dir} (or the whole --workdir) to train from the start") from None
-        newest = full[max(full)]
         partial = save_dir / "checkpoint_last.pt.partial"
-        shutil.copyfile(newest, partial)
+        shutil.copyfile(instead, partial)
         os.replace(partial, last)
-        logging.warning("%s; resuming from %s, the epoch checkpoint it was being copied from", error, newest.name)
+        logging.warning("%s; resuming from %s, the checkpoint it was being copied from", error, Path(instead).name)
 
 
 def epoch_models(save_dir: Path) -> dict[int, Path]:

@@ -150,12 +150,15 @@ def publish(args) -> None:
             raise ValueError(f"two workdirs are named {name}: their published folders would be one")
         if (args.out / name).exists():
             raise ValueError(f"{args.out / name} exists; remove it to publish {name} again")
-    staged = []
+    staged, golds = [], {}
     for workdir in args.workdirs:  # everything read and checked before anything is written
         record = finished_run(workdir)
         if "trees" not in record or Path(record["trees"]).name != args.gold.name:
             raise ValueError(f"{workdir} parsed {record.get('trees')}, not --gold {args.gold}")
-        gold, _ = induction.read_gold(args.gold, record["word_filter"], record["keep_case"])
+        reading = (record["word_filter"], record["keep_case"])
+        if reading not in golds:  # runs of one setting share it
+            golds[reading] = induction.read_gold(args.gold, *reading)[0]
+        gold = golds[reading]
         short = short_sentences(gold, record["short"])
         trees = workdir / "results" / "trees"
         files = {f"m{m}": trees / f"m{m}.txt" for m in sorted(record["induced"], key=int)}

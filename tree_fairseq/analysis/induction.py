@@ -165,8 +165,8 @@ def link_agreement(links: Sequence, gold: Sequence) -> list[dict]:
     if len(links) != len(gold):
         raise ValueError(f"{len(links)} sentences' links for {len(gold)} gold trees")
     layers = links[0].shape[0]
-    agree = {kind: [0.0] * layers for kind in ("accumulated", "own")}
-    pairs = {kind: [0] * layers for kind in ("accumulated", "own")}
+    agree = {kind: torch.zeros(layers, dtype=torch.float64) for kind in ("accumulated", "own")}
+    pairs = {kind: torch.zeros(layers, dtype=torch.int64) for kind in ("accumulated", "own")}
     own_values: list[list[float]] = [[] for _ in range(layers)]
     for a, tree in zip(links, gold):
         if a.shape[1] != len(tree.leaves) - 1:
@@ -177,19 +177,18 @@ def link_agreement(links: Sequence, gold: Sequence) -> list[dict]:
         for kind, values in (("accumulated", a.double()), ("own", own)):
             lower = (values[:, :, None] < values[:, None, :]).double()
             tied = (values[:, :, None] == values[:, None, :]).double()
-            known = ~(values[:, :, None].isnan() | values[:, None, :].isnan())
-            counted = larger & known
-            for layer in range(layers):
-                agree[kind][layer] += float(((lower[layer] + 0.5 * tied[layer]) * counted[layer]).sum())
-                pairs[kind][layer] += int(counted[layer].sum())
+            counted = larger & ~(values[:, :, None].isnan() | values[:, None, :].isnan())  # (L, j, k)
+            agree[kind] += ((lower + 0.5 * tied) * counted).sum(dim=(1, 2))
+            pairs[kind] += counted.sum(dim=(1, 2))
         for layer in range(layers):
             own_values[layer].extend(v for v in own[layer].tolist() if not math.isnan(v))
     found = []
     for layer in range(layers):
         values = sorted(own_values[layer])
-        share = {kind: agree[kind][layer] / pairs[kind][layer] if pairs[kind][layer] else math.nan for kind in agree}
+        share = {kind: float(agree[kind][layer] / pairs[kind][layer]) if pairs[kind][layer] else math.nan
+                 for kind in agree}
         found.append({
-            "layer": layer, "pairs": pairs["accumulated"][layer],
+            "layer": layer, "pairs": int(pairs["accumulated"][layer]),
             "concordance": share["accumulated"], "own_concordance": share["own"],
             "own_mean": statistics.fmean(values) if values else math.nan,
             "own_quartiles": statistics.quantiles(values, n=4) if len(values) > 1 else values * 3,
