@@ -154,6 +154,14 @@ def test_induced_tree_files_round_trip_and_bad_files(tmp_path):
     (tmp_path / "short.txt").write_text("(X _ _)\n" + "".join(hidden.splitlines(keepends=True)[1:]), encoding="utf-8")
     with pytest.raises(ValueError, match="short.txt, line 1: a tree of 2 words for a gold tree of 3"):
         induction.read_induced(tmp_path / "short.txt", gold)
+    packed = (tmp_path / "hidden.txt.gz").read_bytes()
+    (tmp_path / "cut.txt.gz").write_bytes(packed[:len(packed) // 2])
+    (tmp_path / "plain.txt.gz").write_text(hidden, encoding="utf-8")
+    (tmp_path / "latin.txt").write_bytes("(X caf\xe9 b c)\n".encode("latin-1"))
+    for name, message in (("cut.txt.gz", "not a whole gzip file"), ("plain.txt.gz", "not a whole gzip file"),
+                          ("latin.txt", "not UTF-8 text")):
+        with pytest.raises(ValueError, match=f"{name}: {message}"):
+            induction.read_induced(tmp_path / name, gold)
 
 
 def result(setting: str, seed: int, f1_m3: float, arch: str = "small") -> dict:

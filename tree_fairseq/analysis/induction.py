@@ -219,12 +219,18 @@ def unlexicalised(tree) -> str:
 
 
 def read_text(path: Path) -> str:
-    """A file's text, gunzipped when its name ends in ``.gz``."""
+    """A file's text, gunzipped when its name ends in ``.gz``; ValueError naming the file when it is
+    no gzip file, a cut-short one, or not UTF-8."""
     path = Path(path)
-    if path.suffix == ".gz":
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            return handle.read()
-    return path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                return handle.read()
+        return path.read_text(encoding="utf-8")
+    except (gzip.BadGzipFile, EOFError) as error:
+        raise ValueError(f"{path}: not a whole gzip file ({error})") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error})") from None
 
 
 def read_induced(path: Path, gold: Sequence) -> list:
