@@ -62,6 +62,9 @@ import sys
 import time
 from pathlib import Path
 
+import tree_fairseq_console  # noqa: F401  (before tree_fairseq: nothing of fairseq's is loaded here)
+from tree_fairseq.cli.files import write_json
+
 PARSERS = ("spacy", "bracketed", "conllu", "balanced", "left", "right", "stanza")
 PROJECTIONS = (("WMT'14 en-de", 4_500_000), ("Gigaword", 3_800_000))
 CORES = (1, 8, 32)
@@ -438,10 +441,7 @@ def _load_results(workdir: Path) -> dict:
 
 
 def _save_results(workdir: Path, results: dict) -> None:
-    path = workdir / "results.json"
-    temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    write_json(workdir / "results.json", results, sort_keys=True)
 
 
 def _count_lines(path: Path) -> int:

@@ -103,7 +103,6 @@ import contextlib
 import json
 import logging
 import random
-import os
 import re
 import shutil
 import sys
@@ -118,7 +117,7 @@ from fairseq_cli import train as fairseq_train
 import tree_fairseq
 from tree_fairseq.analysis import induction
 from tree_fairseq.analysis.induction import WORD_FILTERS
-from tree_fairseq.cli import patience
+from tree_fairseq.cli import files, patience
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.compat.checkpoints import load_checkpoint, newest_readable_checkpoint
 from tree_fairseq.modules.constituent_attention import unsupervised_parse
@@ -389,10 +388,10 @@ def claim_workdir(args) -> None:
             raise Refused(f"--workdir {args.workdir} holds a finished run (results/scores.json): nothing to do; "
                              "to run it again, use another --workdir")
         return
-    if any(path.name != "settings.json.partial" for path in args.workdir.iterdir()):
+    if any(path.name != "settings.json.tmp" for path in args.workdir.iterdir()):
         raise Refused(f"--workdir {args.workdir} is not empty and holds no run to convergence (no settings.json): "
                          "use another --workdir")
-    induction.write_json(record, settings)
+    files.write_json(record, settings, sort_keys=True, locked=True)
 
 
 def prepare_split_data(args, sentences: list[list[str]], valid: list[int]) -> Path:
@@ -406,7 +405,7 @@ def prepare_split_data(args, sentences: list[list[str]], valid: list[int]) -> Pa
     databin = args.workdir / "data-bin"
     if not (databin / "dict.txt").exists():
         for name, part in (("train.txt", train), ("valid.txt", [sentences[i] for i in valid])):
-            induction.write_atomically(args.workdir / name, "".join(" ".join(words) + "\n" for words in part))
+            files.write_lines(args.workdir / name, (" ".join(words) for words in part), locked=True)
         partial = args.workdir / "data-bin.partial"
         if partial.exists():
             shutil.rmtree(partial)
@@ -494,9 +493,8 @@ def thin_epoch_checkpoints(save_dir: Path) -> None:
             continue
         state = torch.load(path, map_location="cpu", weights_only=False)
         state["last_optimizer_state"] = None
-        partial = save_dir / f"epoch{match.group(1)}.pt.partial"
-        torch.save(state, partial)
-        os.replace(partial, save_dir / f"epoch{match.group(1)}.pt")
+        with files.replacing(save_dir / f"epoch{match.group(1)}.pt", locked=True) as partial:
+            torch.save(state, partial)
         path.unlink()
 
 
@@ -516,9 +514,8 @@ def recover_cut_short_last(save_dir: Path) -> None:
         if instead is None:
             raise Refused(f"{error}, and no epoch checkpoint with the optimiser's state is left to resume from; "
                           f"remove {save_dir} (or the whole --workdir) to train from the start") from None
-        partial = save_dir / "checkpoint_last.pt.partial"
-        shutil.copyfile(instead, partial)
-        os.replace(partial, last)
+        with files.replacing(last, locked=True) as partial:
+            shutil.copyfile(instead, partial)
         logging.warning("%s; resuming from %s, the checkpoint it was being copied from", error, Path(instead).name)
 
 
@@ -556,17 +553,18 @@ def evaluate_epochs(args, databin: Path, save_dir: Path, gold: list, sentences: 
         model, task = load_model(args, databin, path)
         links = task.sentence_links(model, sentences)
         if scored is not None:  # scored before the agreement was recorded: add it, keep the rest
-            induction.write_json(target, {**scored, "agreement": induction.link_agreement(links, gold)})
+            files.write_json(target, {**scored, "agreement": induction.link_agreement(links, gold)}, sort_keys=True,
+                             locked=True)
             logging.info("added the links' agreement with the gold trees to epoch %d", epoch)
             continue
         updates = torch.load(path, map_location="cpu", weights_only=False)["optimizer_history"][-1]["num_updates"]
-        induction.write_json(target, {
+        files.write_json(target, {
             "epoch": epoch, "updates": updates, "valid_loss": losses.get(epoch),
             "induced": {str(m): induction.scores(trees, gold, short)
                         for m, trees in parse_every_m(args, links, sentences).items()},
             "links": induction.link_distribution(links, args.threshold),
             "agreement": induction.link_agreement(links, gold),
-        })
+        }, sort_keys=True, locked=True)
         logging.info("scored the trees of epoch %d", epoch)
 
 
@@ -620,10 +618,10 @@ def finish(args, databin, save_dir, gold, sentences, short, valid, stopped: str)
     trees_dir.mkdir(parents=True, exist_ok=True)
     induced = parse_every_m(args, links, sentences)
     for m, trees in induced.items():
-        induction.write_trees(trees_dir / f"m{m}.txt", trees)
+        induction.write_trees(trees_dir / f"m{m}.txt", trees, locked=True)
     baselines = induction.baselines(sentences, args.seed)
     for name, trees in baselines.items():
-        induction.write_trees(trees_dir / f"{name}.txt", trees)
+        induction.write_trees(trees_dir / f"{name}.txt", trees, locked=True)
     best = next(e for e in epochs if e["epoch"] == best_epoch)
     record = {
         **run_settings(args), "stopped": stopped, "epochs": len(epochs), "best_epoch": best_epoch,
@@ -640,8 +638,8 @@ def finish(args, databin, save_dir, gold, sentences, short, valid, stopped: str)
     if record["induced"] != best["induced"]:
         raise ValueError(f"the trees of epoch {best_epoch} parsed again score otherwise than when the epoch was scored")
     draw(args, record, results)
-    induction.write_atomically(results / "scores.txt", scores_text(args, record))
-    induction.write_json(results / "scores.json", record)
+    files.write_text(results / "scores.txt", scores_text(args, record), locked=True)
+    files.write_json(results / "scores.json", record, sort_keys=True, locked=True)
     print(scores_text(args, record), end="")
 
 
@@ -690,8 +688,8 @@ def draw(args, record: dict, results: Path) -> None:
     axis.legend(fontsize=7, loc="lower right")
     axis.set_title(f"{args.arch}, {args.setting}, seed {args.seed}", fontsize=9)
     figure.tight_layout()
-    figure.savefig(results / "curve.png.partial.png", dpi=120)
-    os.replace(results / "curve.png.partial.png", results / "curve.png")
+    with files.replacing(results / "curve.png", locked=True) as partial:
+        figure.savefig(partial, dpi=120, format="png")
     plt.close(figure)
 
     layers = record["links"]
@@ -706,8 +704,8 @@ def draw(args, record: dict, results: Path) -> None:
     axes_list = list(getattr(axes, "flat", [axes]))
     axes_list[-1].set_xlabel(f"link probability (red: threshold {args.threshold}); share of links per bin")
     figure.tight_layout()
-    figure.savefig(results / "links.png.partial.png", dpi=120)
-    os.replace(results / "links.png.partial.png", results / "links.png")
+    with files.replacing(results / "links.png", locked=True) as partial:
+        figure.savefig(partial, dpi=120, format="png")
     plt.close(figure)
 
 

@@ -37,6 +37,12 @@ holds already is replaced only with --replace SYSTEM (the new output, its figure
 figures of a system given by its name alone are recomputed from its published output: the same,
 unless the reference changed.
 
+One run at a time publishes into a folder: a second is refused while the first holds OUT.lock
+(beside the folder). Every file is written and scored in OUT/.publishing first and moved into place
+only once every figure is in, so a run stopped part-way (an error, Ctrl-C, SIGTERM) leaves the
+folder as it was, never a new output beside old figures; one killed outright leaves .publishing,
+which the next run removes.
+
 --lang must be the data-bin's target language (its split files name the pair): the files' suffix
 and the detokenizer's rules are that language's. A raw reference (--ref-detok) is checked as the
 data-bin's is: every output must be of the split and cover it, and each of its lines must spell the
@@ -50,18 +56,23 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
+from tree_fairseq.cli.files import write_json, write_lines
+from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.cli.score import (
     Reference, check_coverage, check_identified, check_raw_reference, check_split, coverage, detokenize, language_pair,
     read_generate_ids, read_generate_output, read_lines, reference_for, split_sources, stored_reference,
 )
+from tree_fairseq.cli.termination import removed_on_sigterm
 
 BOOTSTRAP_RESAMPLES = 1000
 TWO_DECIMALS = ["-w", "2"]  # as the docs quote scores
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _BREVITY_PENALTY = re.compile(r"BP = ([0-9.]+)")
+STAGE = ".publishing"  # in --out: the new files, scored before any replaces a published one
 
 
 def main(argv=None):
@@ -94,6 +105,11 @@ def main(argv=None):
 
 def publish(args) -> None:
     systems = _systems(args.systems)
+    with output_lock(args.out, "--out"):
+        _publish(args, systems)
+
+
+def _publish(args, systems: dict) -> None:
     _check_published(args, systems)
     if args.data_bin:
         src, tgt = language_pair(args.data_bin)
@@ -113,16 +129,33 @@ def publish(args) -> None:
     reference, described = _reference(args, systems)
     outputs = {name: _hypotheses(args, name, path, len(reference)) for name, path in systems.items()}
     os.makedirs(args.out, exist_ok=True)
-    for name, hyps in outputs.items():
-        _write_lines(_hypothesis_path(args, name), hyps)
-    _write_lines(os.path.join(args.out, f"ref.{args.lang}"), reference)
+    stage = os.path.join(args.out, STAGE)
+    if os.path.lexists(stage):  # left by a run killed outright: only a run holding the lock writes there
+        print(f"publish_results.py: removing {stage}, left by an earlier run that was stopped", file=sys.stderr)
+        shutil.rmtree(stage)
+    os.mkdir(stage)
+    try:
+        with removed_on_sigterm(stage):
+            scores = _score(args, stage, systems, outputs, reference, described, pairs)
+            for name in sorted(os.listdir(stage)):  # all scored: into place together
+                os.replace(os.path.join(stage, name), os.path.join(args.out, name))
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    print(json.dumps(scores, indent=1))
 
+
+def _score(args, stage: str, systems: dict, outputs: dict, reference: list[str], described: str,
+           pairs: list) -> dict:
+    """Write the outputs, the reference, scores.json and score.sh to ``stage`` and score them there."""
+    for name, hyps in outputs.items():
+        write_lines(os.path.join(stage, f"{name}.hyp.{args.lang}"), hyps)
+    write_lines(os.path.join(stage, f"ref.{args.lang}"), reference)
     commands, scores = [], {"systems": {}, "paired_bootstrap": []}
     for name in systems:
         command = ["sacrebleu", f"ref.{args.lang}", "-i", f"{name}.hyp.{args.lang}", "-m", "bleu", "chrf",
                    *TWO_DECIMALS, "--format", "json"]
         commands.append(command)
-        bleu, chrf = json.loads(_sacrebleu(command, args.out))
+        bleu, chrf = json.loads(_sacrebleu(command, stage))
         scores["systems"][name] = {
             "score": bleu["score"], "signature": bleu["signature"],
             "brevity_penalty": float(_BREVITY_PENALTY.search(bleu["verbose_score"]).group(1)),
@@ -132,21 +165,19 @@ def publish(args) -> None:
                    "-m", "bleu", *TWO_DECIMALS, "--paired-bs", "--paired-bs-n", str(BOOTSTRAP_RESAMPLES),
                    "--format", "json"]
         commands.append(command)
-        result = json.loads(_sacrebleu(command, args.out))
+        result = json.loads(_sacrebleu(command, stage))
         scores["paired_bootstrap"].append({
             "baseline": base, "system": system, "p_value": result[1]["BLEU"]["p_value"],
             "baseline_mean": result[0]["BLEU"]["mean"], "baseline_ci": result[0]["BLEU"]["ci"],
             "system_mean": result[1]["BLEU"]["mean"], "system_ci": result[1]["BLEU"]["ci"]})
     scores["sentences"] = len(reference)
     scores["reference"] = described
-    with open(os.path.join(args.out, "scores.json"), "w", encoding="utf-8") as f:
-        json.dump(scores, f, indent=1)
-        f.write("\n")
-    _write_lines(os.path.join(args.out, "score.sh"), [
+    write_json(os.path.join(stage, "scores.json"), scores)
+    write_lines(os.path.join(stage, "score.sh"), [
         "#!/usr/bin/env bash",
         "# The figures of scores.json from the files beside this script (run it in this folder).",
         "set -euo pipefail", 'cd "$(dirname "$0")"'] + [shlex.join(command) for command in commands])
-    print(json.dumps(scores, indent=1))
+    return scores
 
 
 def _check_published(args, systems: dict) -> None:
@@ -277,12 +308,6 @@ def _sacrebleu(command: list[str], folder: str) -> str:
     if result.returncode:
         raise ValueError(f"{shlex.join(command)} (in {folder}) failed: {result.stderr.strip()[-500:]}")
     return result.stdout
-
-
-def _write_lines(path: str, lines: list[str]) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8", newline="\n") as f:
-        f.writelines(line + "\n" for line in lines)
-    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ import tempfile
 from pathlib import Path
 
 from tree_fairseq.analysis import induction
+from tree_fairseq.cli.files import current_umask
 from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.trees.evaluation import short_sentences
 
@@ -194,12 +195,6 @@ def publish(args) -> None:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
         print(f"published {workdir} as {args.out / name}")
-
-
-def current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 if __name__ == "__main__":

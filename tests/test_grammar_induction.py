@@ -130,7 +130,7 @@ def test_induced_tree_files_round_trip_and_bad_files(tmp_path):
     path = tmp_path / "m3.txt"
     induction.write_trees(path, predicted)
     assert induction.read_induced(path, gold) == predicted
-    assert not (tmp_path / "m3.txt.partial").exists()
+    assert not (tmp_path / "m3.txt.tmp").exists()
     with pytest.raises(ValueError, match="3 trees for 2 gold trees"):
         induction.read_induced(path, gold[:2])
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -465,7 +465,7 @@ def test_a_checkpoint_last_cut_short_by_a_kill_is_replaced_by_its_epochs_own(scr
     (save_dir / "checkpoint_last.pt").write_bytes(whole[: len(whole) // 2])
     script.recover_cut_short_last(save_dir)
     assert (save_dir / "checkpoint_last.pt").read_bytes() == whole
-    assert not (save_dir / "checkpoint_last.pt.partial").exists()
+    assert not (save_dir / "checkpoint_last.pt.tmp").exists()
     script.recover_cut_short_last(save_dir)  # a whole one is left alone
     assert (save_dir / "checkpoint_last.pt").read_bytes() == whole
     for epoch in (2, 3):

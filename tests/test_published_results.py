@@ -16,6 +16,7 @@ import pytest
 from conftest import shared_data
 from helpers import code_blocks, commands, train_and_generate
 
+from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.cli.patience import epoch_records, validations
 from tree_fairseq.cli.score import detokenize, split_sources, stored_reference
 
@@ -308,17 +309,25 @@ class Publisher:
         return message
 
 
+def publish_a_and_b(databin: Path, tmp_path: Path) -> tuple[Publisher, Path, str, str]:
+    """Systems a and b published from one output, the test set itself, into tmp_path/published; returns
+    the publisher, that folder, and fairseq-generate outputs of the test set ("good") and of each
+    reference's first word ("worse")."""
+    references, sources = split_text(databin)
+    good = write_output(tmp_path / "good.txt", sources, references, references)
+    worse = write_output(tmp_path / "worse.txt", sources, references, [ref.split()[0] for ref in references])
+    out = tmp_path / "published"
+    publish = Publisher(out, databin)
+    publish("a=" + good, "b=" + good)
+    return publish, out, good, worse
+
+
 def test_publishing_again_drops_no_system_and_replaces_one_only_when_asked(tiny_databin, tmp_path, capsys):
     """Into a folder that publishes systems already, a run that does not name one of them is refused,
     naming it (scores.json and score.sh would drop it); a system given with a fairseq-generate
     output whose output --out already publishes is replaced only with --replace NAME, and the
     others keep their figures."""
-    references, sources = split_text(tiny_databin)
-    good = write_output(tmp_path / "good.txt", sources, references, references)
-    worse = write_output(tmp_path / "worse.txt", sources, references, [ref.split()[0] for ref in references])
-    out = tmp_path / "published"
-    publish = Publisher(out, tiny_databin)
-    publish("a=" + good, "b=" + good)
+    publish, out, good, worse = publish_a_and_b(tiny_databin, tmp_path)
     before = folder_bytes(out)
     assert publish.refused("a=" + good) == (
         f"publish_results.py: error: {out} already publishes b, which this run does not name: scores.json and "
@@ -348,6 +357,38 @@ def test_publishing_again_drops_no_system_and_replaces_one_only_when_asked(tiny_
     assert scores["systems"]["a"] == scores["systems"]["c"] and scores["systems"]["b"] == scores_before["systems"]["b"]
     assert (out / "a.hyp.en").read_bytes() == (out / "c.hyp.en").read_bytes()
     capsys.readouterr()
+
+
+def test_publishing_stopped_part_way_leaves_the_folder_as_it_was_and_runs_one_at_a_time(tiny_databin, tmp_path,
+                                                                                        monkeypatch, capsys):
+    """Everything is written and scored in OUT/.publishing and moved into place once every figure is
+    in: a run that fails while scoring leaves the published folder byte for byte as it was (no
+    new output beside old figures); a staging folder left by a run killed outright is removed by the
+    next run; a second run on the same --out while another holds its lock is refused."""
+    publish, out, good, worse = publish_a_and_b(tiny_databin, tmp_path)
+    before = folder_bytes(out)
+    real, calls = publish.module._sacrebleu, []
+
+    def fails_on_the_third_call(command, folder):
+        calls.append(command)
+        if len(calls) == 3:
+            raise ValueError("sacrebleu stopped")
+        return real(command, folder)
+
+    monkeypatch.setattr(publish.module, "_sacrebleu", fails_on_the_third_call)
+    assert publish.refused("--replace", "a", "a=" + worse, "b") == "publish_results.py: error: sacrebleu stopped"
+    assert len(calls) == 3 and folder_bytes(out) == before  # a.hyp.en not replaced, no .publishing left
+    monkeypatch.setattr(publish.module, "_sacrebleu", real)
+    (out / ".publishing").mkdir()  # as a run killed outright leaves it
+    (out / ".publishing" / "a.hyp.en").write_text("half\n")
+    publish("--replace", "a", "a=" + worse, "b")
+    assert f"removing {out / '.publishing'}, left by an earlier run" in capsys.readouterr().err
+    after = folder_bytes(out)
+    assert after["a.hyp.en"] != before["a.hyp.en"] and after["b.hyp.en"] == before["b.hyp.en"]
+    assert sorted(after) == sorted(before)
+    with output_lock(str(out), "--out"):
+        assert f"--out {out} is being written by another run" in publish.refused("a", "b")
+    assert folder_bytes(out) == after
 
 
 def test_publish_results_checks_a_raw_reference_and_the_outputs_with_it(tiny_databin, tmp_path, capsys):

@@ -11,9 +11,7 @@ metric, and the corpus-level F1 beside it, on every sentence and on those of at 
 
 import gzip
 import html
-import json
 import math
-import os
 import random
 import statistics
 import unicodedata
@@ -22,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from tree_fairseq.cli import files
 from tree_fairseq.trees import Tree, parse_tree, trivial_tree
 from tree_fairseq.trees.evaluation import (
     brackets,
@@ -196,20 +195,10 @@ def link_agreement(links: Sequence, gold: Sequence) -> list[dict]:
     return found
 
 
-def write_trees(path: Path, trees: Sequence) -> None:
-    """One bracketed tree per line (nodes labelled ``X``), written whole or not at all."""
-    write_atomically(path, "".join(tree.to_bracketed(tags=False) + "\n" for tree in trees))
-
-
-def write_atomically(path: Path, text: str) -> None:
-    path = Path(path)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
-
-
-def write_json(path: Path, value) -> None:
-    write_atomically(path, json.dumps(value, indent=1, sort_keys=True) + "\n")
+def write_trees(path: Path, trees: Sequence, locked: bool = False) -> None:
+    """One bracketed tree per line (nodes labelled ``X``), written whole or not at all
+    (:func:`tree_fairseq.cli.files.replacing`)."""
+    files.write_lines(path, (tree.to_bracketed(tags=False) for tree in trees), locked)
 
 
 def unlexicalised(tree) -> str:

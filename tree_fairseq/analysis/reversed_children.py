@@ -28,6 +28,7 @@ import os
 import sys
 import tempfile
 
+from tree_fairseq.cli.files import current_umask
 from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.trees import SUBWORD_FORMATS, RawTree, TreeError, group_pieces, read_bracketed
 from tree_fairseq.trees.tree import TRACE_LABEL
@@ -132,8 +133,7 @@ def reverse_files(trees: str, text: str, out_trees: str, out_text: str, subword_
     partial = {}
     count = 0
     try:
-        umask = os.umask(0)
-        os.umask(umask)
+        umask = current_umask()
         for option in ("--out-trees", "--out-text"):
             directory, name = os.path.split(os.path.abspath(paths[option]))
             descriptor, partial[option] = tempfile.mkstemp(prefix=f"{name}.partial-", dir=directory)

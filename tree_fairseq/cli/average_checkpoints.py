@@ -20,6 +20,8 @@ import os
 import re
 import sys
 
+from tree_fairseq.cli.files import replacing
+
 
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -182,8 +184,8 @@ def main(argv: list[str] | None = None) -> None:
     import torch  # only now: --help answers without it
 
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    torch.save(state, args.output + ".tmp")
-    os.replace(args.output + ".tmp", args.output)
+    with replacing(args.output) as partial:
+        torch.save(state, partial)
     print(f"wrote {args.output}")
 
 

@@ -33,15 +33,15 @@ twice or reversed (Holm would count it twice), the same output under two run nam
 link would count as two seeds), text that is not UTF-8 or holds a carriage return inside a line,
 fewer than 100 replicates (no 95% percentile interval) or more than fit in memory, an output that
 is an input, and an existing ``RESULTS/comparison.json`` (a published comparison) unless ``--json``
-names it. The JSON is written whole or not at all (a temporary file renamed onto it). With two runs a system's run-to-run
-spread is barely estimated (a bootstrap over k runs sees (k - 1) / k of their variance): the
-interval is then a floor on the uncertainty, not a measure of it; more seeds narrow it honestly.
+names it. The JSON and the picture are written whole or not at all (:mod:`tree_fairseq.cli.files`).
+With two runs a system's run-to-run spread is barely estimated (a bootstrap over k runs sees
+(k - 1) / k of their variance): the interval is then a floor on the uncertainty, not a measure of
+it; more seeds narrow it honestly.
 
-Only numpy and sacrebleu are imported (no fairseq, no torch).
+Only numpy and sacrebleu are imported (no fairseq, no torch; matplotlib for ``--plot``).
 """
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -50,6 +50,8 @@ import numpy as np
 import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
+
+from tree_fairseq.cli.files import replacing, write_json
 
 METRICS = ("BLEU", "chrF")
 SUBWORD_MARKS = (("@@ ", "subword-nmt's '@@ ' joins"), ("\u2581", "sentencepiece's \u2581 pieces"))
@@ -514,7 +516,8 @@ def plot(report: dict, path: str) -> None:
                      fontsize=10, loc="right")
     bottom.grid(axis="x", alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    with replacing(path) as partial:  # its format by path's name, which the partial file does not end in
+        figure.savefig(partial, dpi=120, format=os.path.splitext(path)[1][1:].lower())
     plt.close(figure)
 
 
@@ -555,7 +558,7 @@ def main(argv: list[str] | None = None) -> None:
             report["by_length"] = {"source": args.source, "bounds": bounds, "groups": report.pop("groups")}
         report = {"command": shlex.join(["tree-fairseq-compare", *argv]),
                   "reference": os.path.join(args.results, f"ref.{args.lang}"), **report}
-        write_json(report, path)
+        write_json(path, report)
         if args.plot is not None:
             plot(report, args.plot)
     except (OSError, ValueError) as error:
@@ -591,7 +594,7 @@ def check_outputs_paths(args, json_path: str, runs: list[str]) -> None:
         for given in inputs:
             if os.path.exists(given) and os.path.exists(output) and os.path.samefile(given, output):
                 raise ValueError(f"{flag} {output} is an input ({given}): name another file")
-    if args.plot and os.path.abspath(args.plot) == os.path.abspath(json_path):
+    if args.plot and os.path.realpath(args.plot) == os.path.realpath(json_path):
         raise ValueError(f"--plot and --json name one file, {json_path}: name two")
     if args.source:
         reference = os.path.join(args.results, f"ref.{args.lang}")
@@ -612,21 +615,6 @@ def source_lengths(path: str, sentences: int) -> list[int]:
         raise ValueError(f"--source {path} line {empty[0]} is empty ({len(empty)} empty line(s)): every test sentence "
                          "has words")
     return [len(line.split()) for line in lines]
-
-
-def write_json(report: dict, path: str) -> None:
-    """The report as JSON, written to a temporary file beside ``path`` and renamed onto it, so that
-    an interrupted run leaves the earlier file or none, never half of one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.partial")
-    try:
-        with open(temporary, "w", encoding="utf-8") as out:
-            json.dump(report, out, indent=1)
-            out.write("\n")
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 if __name__ == "__main__":

@@ -79,11 +79,10 @@ import traceback
 
 from tqdm import tqdm
 
+from tree_fairseq.cli.files import write_json, write_text
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.parsing import ON_FAILURE, PARSERS, check_parser_options, make_parser
-from tree_fairseq.parsing.record import (
-    describe_parser, file_digest, parse_record, read_record, record_path, write_json_atomically,
-)
+from tree_fairseq.parsing.record import describe_parser, file_digest, parse_record, read_record, record_path
 from tree_fairseq.trees import TreeError
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
 from tree_fairseq.trees.parents import HEAD_CONTROLS, control_heads, format_heads
@@ -404,7 +403,7 @@ def _chunk_files(parser, sentences, first_line, args) -> dict[str, str]:
 def _write_chunk(parts_dir: str, index: int, files: dict[str, str]) -> None:
     # A chunk's failures, lifts and heads are written first: its .trees exists only with them.
     for suffix, text in files.items():
-        _write_atomically(f"{_chunk_stem(parts_dir, index)}.{suffix}", text)
+        write_text(f"{_chunk_stem(parts_dir, index)}.{suffix}", text, locked=True)
 
 
 class ParserProcesses:
@@ -612,12 +611,6 @@ def _sendable(error: BaseException) -> BaseException:
     return RuntimeError("a worker process failed:\n" + "".join(traceback.format_exception(error)))
 
 
-def _write_atomically(path: str, text: str) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as out:
-        out.write(text)
-    os.replace(path + ".tmp", path)
-
-
 def _prepare_parts(parts_dir: str, manifest: dict) -> bool:
     """Keep ``parts_dir`` when its manifest is ``manifest`` (same input bytes and options),
     otherwise start it afresh. True when it was created now."""
@@ -635,7 +628,7 @@ def _prepare_parts(parts_dir: str, manifest: dict) -> bool:
     elif os.path.exists(parts_dir):
         raise ValueError(f"{parts_dir} is a file: remove it")
     os.makedirs(parts_dir)
-    _write_atomically(path, json.dumps(manifest, indent=1))
+    write_text(path, json.dumps(manifest, indent=1), locked=True)
     return True
 
 
@@ -693,13 +686,13 @@ def _write_joined(output: str, trees: list[str], heads: str | None, heads_parts:
             heads_digest = file_digest(heads + ".tmp")
         _concatenate(trees, output + ".tmp")
         if failures:
-            _write_atomically(output + ".failures", "".join(line + "\n" for line in failures))
+            write_text(output + ".failures", "".join(line + "\n" for line in failures), locked=True)
         elif os.path.exists(output + ".failures"):
             os.remove(output + ".failures")  # of an earlier run
         if record is not None:
             # The record names the trees by their digest: one left beside other trees is known as such.
-            write_json_atomically(record_path(output),
-                                  record(file_digest(output + ".tmp"), heads_digest, len(failures)))
+            write_json(record_path(output), record(file_digest(output + ".tmp"), heads_digest, len(failures)),
+                       sort_keys=True, locked=True)
         # Written whole, both renamed together: a join that fails leaves the earlier heads beside the earlier trees.
         if heads is not None:
             os.replace(heads + ".tmp", heads)

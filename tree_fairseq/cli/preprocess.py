@@ -67,6 +67,7 @@ from fairseq.tasks import TASK_REGISTRY, FairseqTask
 from fairseq_cli import preprocess as fairseq_preprocess
 from tqdm import tqdm
 
+from tree_fairseq.cli.files import write_json
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.cli.score import reference_paths
 from tree_fairseq.cli.termination import removed_on_sigterm
@@ -74,7 +75,7 @@ from tree_fairseq.data import TreeStreamWriter, node_dictionary_path, tree_strea
 from tree_fairseq.data.tree_streams import ParentStreamWriter
 from tree_fairseq.parsing.record import (
     RECORD_FORMAT, UNKNOWN, databin_record_path, describe, file_digest, heads_identity, parser_identity, read_record,
-    record_path, write_json_atomically,
+    record_path,
 )
 from tree_fairseq.trees import (
     SUBWORD_FORMATS, SUBWORD_LABELS, TreeError, align, expand_subwords, group_pieces, located, parse_tree,
@@ -177,7 +178,7 @@ def _run(args):
                 _write_trees(args, name, prefix, node_dict, grow_dictionary=name == "train" and not args.nodedict,
                              with_heads=with_heads, words=source_words if name == "train" else None)
             node_dict.save(node_dictionary_path(stage, args.source_lang))
-            write_json_atomically(databin_record_path(stage, args.source_lang), parser_record)
+            write_json(databin_record_path(stage, args.source_lang), parser_record, sort_keys=True)
             if source_words is not None:
                 # fairseq-preprocess loads the source dictionary instead of counting the text again.
                 args.srcdict = os.path.join(stage, f"dict.{args.source_lang}.txt")

@@ -107,13 +107,6 @@ def parse_record(description: dict, *, lines: int, trees_digest: str, on_failure
     return record
 
 
-def write_json_atomically(path: str, value) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as out:
-        json.dump(value, out, indent=1, sort_keys=True)
-        out.write("\n")
-    os.replace(path + ".tmp", path)
-
-
 def parser_identity(record) -> dict | None:
     """What must agree between two parsers for one to stand for the other; None for an unknown record."""
     if not isinstance(record, dict):

@@ -1,0 +1,76 @@
+"""tree_fairseq.cli.files: a file is written whole or not at all, with open()'s permissions, and two
+writers of one path at once never mix their contents."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tree_fairseq.cli import files
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_file_is_written_whole_with_the_permissions_open_would_give(tmp_path):
+    path = tmp_path / "out.json"
+    previous = os.umask(0o027)
+    try:
+        files.write_json(path, {"b": 1, "a": [1, 2]}, sort_keys=True)
+    finally:
+        os.umask(previous)
+    assert path.read_text(encoding="utf-8") == '{\n "a": [\n  1,\n  2\n ],\n "b": 1\n}\n'
+    assert path.stat().st_mode & 0o777 == 0o640  # 0666 less the umask, not a temporary file's 0600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+    files.write_lines(path, ["x", "y"])  # replaces it
+    assert path.read_text(encoding="utf-8") == "x\ny\n"
+
+
+def test_a_body_that_fails_leaves_the_earlier_file_and_no_partial_one(tmp_path):
+    path = tmp_path / "out.txt"
+    path.write_text("earlier\n")
+    for locked in (False, True):
+        with pytest.raises(RuntimeError):
+            with files.replacing(path, locked) as partial:
+                Path(partial).write_text("half")
+                raise RuntimeError("stopped")
+        assert path.read_text() == "earlier\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_two_writers_at_once_each_write_their_own_partial_file(tmp_path):
+    path = tmp_path / "out.txt"
+    with files.replacing(path) as first:
+        with files.replacing(path) as second:
+            assert first != second and os.path.dirname(first) == os.path.dirname(second) == str(tmp_path)
+            Path(first).write_text("first\n" * 1000)
+            Path(second).write_text("second\n")
+        assert path.read_text() == "second\n"
+    assert path.read_text() == "first\n" * 1000  # the last rename wins, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_a_locked_writer_uses_a_name_the_next_run_can_find(tmp_path):
+    path = tmp_path / "out.txt"
+    with files.replacing(path, locked=True) as partial:
+        assert partial == str(path) + ".tmp"
+        Path(partial).write_text("whole\n")
+    assert path.read_text() == "whole\n" and not Path(partial).exists()
+
+
+def test_sigterm_while_writing_removes_the_partial_file_and_keeps_the_earlier_one(tmp_path):
+    path = tmp_path / "out.txt"
+    path.write_text("earlier\n")
+    script = ("import os, signal, sys\n"
+              "import tree_fairseq_console\n"
+              "from tree_fairseq.cli import files\n"
+              "with files.replacing(sys.argv[1]) as partial:\n"
+              "    open(partial, 'w').write('half')\n"
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "    open(partial, 'a').write(' and more')\n")
+    result = subprocess.run([sys.executable, "-c", script, str(path)], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == -signal.SIGTERM, result.stderr[-2000:]
+    assert path.read_text() == "earlier\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]

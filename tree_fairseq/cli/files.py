@@ -1,0 +1,71 @@
+"""Files written whole or not at all: the one place the plugin's commands and scripts do that.
+
+A file is written under a name of its own beside its final path (``.NAME.partial-XXXXXXXX``, in
+the same folder, so that the rename cannot cross file systems) and renamed onto the path once
+complete. A run that stops part-way (an error, Ctrl-C, SIGTERM) leaves the earlier file or none,
+never half of one, and removes its partial file (SIGKILL leaves it: a hidden file that nothing
+reads). Two runs writing one path at once each write their own partial file, so the path ends up
+as one of them whole, never a mix of both; refusing the second run is the caller's (e.g. with
+:func:`tree_fairseq.cli.locking.output_lock`). A caller that holds such a lock may use the fixed
+name ``PATH.tmp`` instead (``locked=True``), which the next run finds and removes after a SIGKILL.
+The file gets the permissions ``open()`` would give it (0666 less the umask), not the 0600 of a
+temporary file.
+
+Only the standard library is imported (and :mod:`tree_fairseq.cli.termination`, which is too).
+"""
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tree_fairseq.cli.termination import removed_on_sigterm
+
+
+def current_umask() -> int:
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def replacing(path, locked: bool = False) -> Iterator[str]:
+    """A path beside ``path`` for the body to write; renamed onto ``path`` when the body ends
+    without an exception, removed otherwise. With ``locked`` the caller holds the output's lock (no
+    other run writes there) and the partial file is ``PATH.tmp``: a name the next run can find and
+    remove when a run was killed outright."""
+    if locked:
+        partial = os.fspath(path) + ".tmp"
+    else:
+        directory, name = os.path.split(os.path.abspath(path))
+        descriptor, partial = tempfile.mkstemp(prefix=f".{name}.partial-", dir=directory)
+        try:
+            os.fchmod(descriptor, 0o666 & ~current_umask())
+        finally:
+            os.close(descriptor)
+    try:
+        with removed_on_sigterm(partial):
+            yield partial
+            os.replace(partial, path)
+    finally:
+        if os.path.lexists(partial):
+            os.remove(partial)
+
+
+def write_text(path, text: str, locked: bool = False) -> None:
+    """``text`` as ``path`` (UTF-8, newlines as given), whole or not at all (``locked``: :func:`replacing`)."""
+    with replacing(path, locked) as partial:
+        with open(partial, "w", encoding="utf-8", newline="") as out:
+            out.write(text)
+
+
+def write_lines(path, lines, locked: bool = False) -> None:
+    """One line of ``lines`` a line of ``path`` (each ended by a newline), whole or not at all."""
+    write_text(path, "".join(line + "\n" for line in lines), locked)
+
+
+def write_json(path, value, sort_keys: bool = False, locked: bool = False) -> None:
+    """``value`` as indented JSON ending in a newline, whole or not at all."""
+    write_text(path, json.dumps(value, indent=1, sort_keys=sort_keys) + "\n", locked)
