@@ -394,14 +394,12 @@ def claim_workdir(args) -> None:
     files.write_json(record, settings, sort_keys=True, locked=True)
 
 
-def prepare_split_data(args, sentences: list[list[str]], valid: list[int]) -> Path:
-    """``train.txt`` (the trees' sentences but the held-out ones ``valid``, then --extra-text's for
-    ptb+iwslt), ``valid.txt`` (the held-out ones, in the trees' order) and their data-bin (the
-    dictionary of train.txt alone); the data-bin is written whole or not at all."""
+def prepare_split_data(args, sentences: list[list[str]], valid: list[int], extra: list[list[str]]) -> Path:
+    """``train.txt`` (the trees' sentences but the held-out ones ``valid``, then ``extra``, the
+    sentences of --extra-text for ptb+iwslt), ``valid.txt`` (the held-out ones, in the trees' order)
+    and their data-bin (the dictionary of train.txt alone); the data-bin is written whole or not at all."""
     held = set(valid)
-    train = [words for i, words in enumerate(sentences) if i not in held]
-    if args.setting == "ptb+iwslt":
-        train += induction.extra_sentences(args.extra_text, args.keep_case)
+    train = [words for i, words in enumerate(sentences) if i not in held] + extra
     databin = args.workdir / "data-bin"
     if not (databin / "dict.txt").exists():
         for name, part in (("train.txt", train), ("valid.txt", [sentences[i] for i in valid])):
@@ -572,6 +570,7 @@ def until_converged(args) -> None:
     """Train to convergence (resuming), score every epoch, write the best epoch's trees and the
     results (:func:`finish`)."""
     gold, sentences = read_sentences(args)
+    extra = induction.extra_sentences(args.extra_text, args.keep_case) if args.setting == "ptb+iwslt" else []
     try:
         valid = induction.held_out(len(sentences), args.valid_fraction, args.valid_seed)  # refused before any write
     except ValueError as error:
@@ -583,7 +582,7 @@ def until_converged(args) -> None:
         except ValueError as error:  # another run holds the workdir
             raise Refused(error) from None
         claim_workdir(args)
-        databin = prepare_split_data(args, sentences, valid)
+        databin = prepare_split_data(args, sentences, valid, extra)
         save_dir = args.workdir / "checkpoints"
         short = short_sentences(gold, args.short)
 

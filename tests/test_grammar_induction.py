@@ -270,6 +270,26 @@ def test_converged_options_refused_without_until_converged_and_trees_as_extra(sc
     assert "is the --trees file" in capsys.readouterr().err
 
 
+def test_bad_trees_or_extra_text_are_refused_naming_the_file_before_the_workdir_is_claimed(script, trees_file,
+                                                                                          tmp_path):
+    """A --trees line that is no tree is refused naming the file and line, a --trees or --extra-text
+    file that is not UTF-8 naming the file; nothing is written (a workdir left claimed by
+    settings.json would refuse the corrected run's other --extra-text)."""
+    broken = tmp_path / "broken.mrg"
+    broken.write_text(trees_file.read_text(encoding="utf-8").splitlines()[0] + "\n\n(S (NP (DT a) (NN dog)\n",
+                      encoding="utf-8")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("the caf\u00e9 is open\n".encode("latin-1"))
+    workdir = tmp_path / "w"
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(broken))}, line 3: unbalanced brackets"):
+        script.main([str(f) for f in tiny(broken, workdir)])
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(latin1))}: not UTF-8 text"):
+        script.main([str(f) for f in tiny(latin1, workdir)])
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(latin1))}: not UTF-8 text"):
+        script.main([str(f) for f in tiny(trees_file, workdir, "--setting", "ptb+iwslt", "--extra-text", latin1)])
+    assert not workdir.exists()
+
+
 def test_ptb_plus_extra_text_data(script, trees_file, tmp_path):
     """The extra text trains only: validation is the held-out tree sentences, and the scored
     sentences are all the trees' ones."""
@@ -281,7 +301,8 @@ def test_ptb_plus_extra_text_data(script, trees_file, tmp_path):
     gold, sentences = script.read_sentences(args)
     args.workdir.mkdir()
     valid = script.induction.held_out(len(sentences), args.valid_fraction, args.valid_seed)
-    databin = script.prepare_split_data(args, sentences, valid)
+    databin = script.prepare_split_data(args, sentences, valid,
+                                        script.induction.extra_sentences(args.extra_text, args.keep_case))
     train = (args.workdir / "train.txt").read_text(encoding="utf-8").splitlines()
     valid_text = (args.workdir / "valid.txt").read_text(encoding="utf-8").splitlines()
     assert len(valid) == 6 and valid_text == [" ".join(sentences[i]) for i in valid]

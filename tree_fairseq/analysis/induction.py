@@ -43,11 +43,19 @@ HIDDEN_WORD = "_"
 def read_gold(path: Path, word_filter: str = "word-tags", keep_case: bool = False, limit: int | None = None):
     """The normalised gold trees of ``path`` (one bracketed tree per line; blank lines skipped; the
     first ``limit`` only) and their words, lowercased unless ``keep_case``. A tree left without words
-    by ``word_filter`` is skipped (it has nothing to parse)."""
-    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    by ``word_filter`` is skipped (it has nothing to parse). ValueError naming the file and line for
+    a line that is no tree, and the file for text that is not UTF-8."""
+    lines = [(number, line) for number, line in enumerate(read_text(path).splitlines(), 1) if line.strip()]
     if limit is not None:
         lines = lines[:limit]
-    gold = [tree for tree in map(WORD_FILTERS[word_filter], lines) if tree is not None]
+    gold = []
+    for number, line in lines:
+        try:
+            tree = WORD_FILTERS[word_filter](line)
+        except ValueError as error:
+            raise ValueError(f"{path}, line {number}: {error}") from None
+        if tree is not None:
+            gold.append(tree)
     sentences = [[word if keep_case else word.lower() for word in tree.leaves] for tree in gold]
     return gold, sentences
 
@@ -61,9 +69,10 @@ def _is_word(token: str) -> bool:
 def extra_sentences(path: Path, keep_case: bool = False) -> list[list[str]]:
     """Unlabelled training text, one tokenised sentence per line (Moses-escaped as IWSLT's, ``&apos;``
     and the like, or plain), made like the trees' words: unescaped, lowercased unless ``keep_case``,
-    punctuation-only tokens left out; a line left without words is skipped."""
+    punctuation-only tokens left out; a line left without words is skipped. ValueError naming the
+    file for text that is not UTF-8."""
     found = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in read_text(path).splitlines():
         words = [html.unescape(token) for token in line.split()]
         words = [word if keep_case else word.lower() for word in words if _is_word(word)]
         if words:
