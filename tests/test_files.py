@@ -74,3 +74,13 @@ def test_sigterm_while_writing_removes_the_partial_file_and_keeps_the_earlier_on
     assert result.returncode == -signal.SIGTERM, result.stderr[-2000:]
     assert path.read_text() == "earlier\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o077, 0])
+def test_the_umask_is_read_without_changing_it(mask):
+    previous = os.umask(mask)
+    try:
+        assert files.current_umask() == mask
+        assert os.umask(mask) == mask  # still set
+    finally:
+        os.umask(previous)

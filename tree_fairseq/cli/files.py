@@ -24,7 +24,15 @@ from tree_fairseq.cli.termination import removed_on_sigterm
 
 
 def current_umask() -> int:
-    """The process's umask (read by setting it and setting it back)."""
+    """The process's umask: from /proc where Linux shows it, else by setting it and setting it back
+    (for an instant, in which another thread's new file would get umask 0)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0)
     os.umask(mask)
     return mask
