@@ -105,6 +105,7 @@ def main(argv=None):
 
 def publish(args) -> None:
     systems = _systems(args.systems)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)  # where the lock goes, beside --out
     with output_lock(args.out, "--out"):
         _publish(args, systems)
 

@@ -316,7 +316,7 @@ def publish_a_and_b(databin: Path, tmp_path: Path) -> tuple[Publisher, Path, str
     references, sources = split_text(databin)
     good = write_output(tmp_path / "good.txt", sources, references, references)
     worse = write_output(tmp_path / "worse.txt", sources, references, [ref.split()[0] for ref in references])
-    out = tmp_path / "published"
+    out = tmp_path / "results" / "published"  # its folder made too
     publish = Publisher(out, databin)
     publish("a=" + good, "b=" + good)
     return publish, out, good, worse
