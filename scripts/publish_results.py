@@ -137,7 +137,7 @@ def _publish(args, systems: dict) -> None:
     os.mkdir(stage)
     try:
         with removed_on_sigterm(stage):
-            scores = _score(args, stage, systems, outputs, reference, described, pairs)
+            scores = _score(args, stage, outputs, reference, described, pairs)
             for name in sorted(os.listdir(stage)):  # all scored: into place together
                 os.replace(os.path.join(stage, name), os.path.join(args.out, name))
     finally:
@@ -145,14 +145,13 @@ def _publish(args, systems: dict) -> None:
     print(json.dumps(scores, indent=1))
 
 
-def _score(args, stage: str, systems: dict, outputs: dict, reference: list[str], described: str,
-           pairs: list) -> dict:
+def _score(args, stage: str, outputs: dict, reference: list[str], described: str, pairs: list) -> dict:
     """Write the outputs, the reference, scores.json and score.sh to ``stage`` and score them there."""
     for name, hyps in outputs.items():
         write_lines(os.path.join(stage, f"{name}.hyp.{args.lang}"), hyps)
     write_lines(os.path.join(stage, f"ref.{args.lang}"), reference)
     commands, scores = [], {"systems": {}, "paired_bootstrap": []}
-    for name in systems:
+    for name in outputs:
         command = ["sacrebleu", f"ref.{args.lang}", "-i", f"{name}.hyp.{args.lang}", "-m", "bleu", "chrf",
                    *TWO_DECIMALS, "--format", "json"]
         commands.append(command)
