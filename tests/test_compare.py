@@ -301,15 +301,16 @@ def test_refuses_to_write_over_an_input(results, tmp_path):
                           "--system", "a=same1", "--system", "b=other1", "--pair", "a:b"])
         assert "is an input" in raised.value.code
     assert (tmp_path / f"ref.{LANG}").read_bytes() == before
+    pair = ["--system", "a=same1", "--system", "b=other1", "--pair", "a:b"]
     with pytest.raises(SystemExit) as raised:
-        compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100", "--json", str(tmp_path / "c.png"),
-                      "--plot", str(tmp_path / "c.png"), "--system", "a=same1", "--system", "b=other1", "--pair", "a:b"])
+        compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100",
+                      "--json", str(tmp_path / "c.png"), "--plot", str(tmp_path / "c.png"), *pair])
     assert "--plot and --json name one file" in raised.value.code
     (tmp_path / "c.json").write_text("{}")
-    (tmp_path / "link.png").symlink_to(tmp_path / "c.json")  # one file by two names: the picture would replace the JSON
+    (tmp_path / "link.png").symlink_to(tmp_path / "c.json")  # one file, two names: the picture would replace the JSON
     with pytest.raises(SystemExit) as raised:
-        compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100", "--json", str(tmp_path / "c.json"),
-                      "--plot", str(tmp_path / "link.png"), "--system", "a=same1", "--system", "b=other1", "--pair", "a:b"])
+        compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100",
+                      "--json", str(tmp_path / "c.json"), "--plot", str(tmp_path / "link.png"), *pair])
     assert "--plot and --json name one file" in raised.value.code
     assert (tmp_path / "c.json").read_text() == "{}" and (tmp_path / "link.png").is_symlink()
 
