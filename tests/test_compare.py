@@ -295,13 +295,13 @@ def test_refuses_to_write_over_an_input(results, tmp_path):
     for run in ("same1", "other1"):
         (tmp_path / f"{run}.hyp.{LANG}").write_bytes((results / f"{run}.hyp.{LANG}").read_bytes())
     before = (tmp_path / f"ref.{LANG}").read_bytes()
-    for flag, name in (("--json", f"ref.{LANG}"), ("--json", f"other1.hyp.{LANG}")):
+    pair = ["--system", "a=same1", "--system", "b=other1", "--pair", "a:b"]
+    for name in (f"ref.{LANG}", f"other1.hyp.{LANG}"):
         with pytest.raises(SystemExit) as raised:
-            compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100", flag, str(tmp_path / name),
-                          "--system", "a=same1", "--system", "b=other1", "--pair", "a:b"])
+            compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100",
+                          "--json", str(tmp_path / name), *pair])
         assert "is an input" in raised.value.code
     assert (tmp_path / f"ref.{LANG}").read_bytes() == before
-    pair = ["--system", "a=same1", "--system", "b=other1", "--pair", "a:b"]
     with pytest.raises(SystemExit) as raised:
         compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100",
                       "--json", str(tmp_path / "c.png"), "--plot", str(tmp_path / "c.png"), *pair])
