@@ -295,23 +295,22 @@ def test_refuses_to_write_over_an_input(results, tmp_path):
     for run in ("same1", "other1"):
         (tmp_path / f"{run}.hyp.{LANG}").write_bytes((results / f"{run}.hyp.{LANG}").read_bytes())
     before = (tmp_path / f"ref.{LANG}").read_bytes()
-    pair = ["--system", "a=same1", "--system", "b=other1", "--pair", "a:b"]
-    for name in (f"ref.{LANG}", f"other1.hyp.{LANG}"):
+
+    def refused(*outputs):
         with pytest.raises(SystemExit) as raised:
-            compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100",
-                          "--json", str(tmp_path / name), *pair])
-        assert "is an input" in raised.value.code
+            compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100", *outputs,
+                          "--system", "a=same1", "--system", "b=other1", "--pair", "a:b"])
+        return raised.value.code
+
+    for name in (f"ref.{LANG}", f"other1.hyp.{LANG}"):
+        assert "is an input" in refused("--json", str(tmp_path / name))
     assert (tmp_path / f"ref.{LANG}").read_bytes() == before
-    with pytest.raises(SystemExit) as raised:
-        compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100",
-                      "--json", str(tmp_path / "c.png"), "--plot", str(tmp_path / "c.png"), *pair])
-    assert "--plot and --json name one file" in raised.value.code
+    same_file = refused("--json", str(tmp_path / "c.png"), "--plot", str(tmp_path / "c.png"))
+    assert "--plot and --json name one file" in same_file
     (tmp_path / "c.json").write_text("{}")
     (tmp_path / "link.png").symlink_to(tmp_path / "c.json")  # one file, two names: the picture would replace the JSON
-    with pytest.raises(SystemExit) as raised:
-        compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100",
-                      "--json", str(tmp_path / "c.json"), "--plot", str(tmp_path / "link.png"), *pair])
-    assert "--plot and --json name one file" in raised.value.code
+    linked = refused("--json", str(tmp_path / "c.json"), "--plot", str(tmp_path / "link.png"))
+    assert "--plot and --json name one file" in linked
     assert (tmp_path / "c.json").read_text() == "{}" and (tmp_path / "link.png").is_symlink()
 
 
@@ -352,7 +351,8 @@ def source_words(count: int) -> list[str]:
 def test_by_length_groups_the_sentences_and_leaves_the_rest_unchanged(results, tmp_path):
     write(tmp_path / "source.txt", source_words(SENTENCES))
     plain = run_compare(results, *SYSTEMS, *PAIRS)
-    grouped = run_compare(results, *SYSTEMS, *PAIRS, "--by-length", "10,20,30", "--source", str(tmp_path / "source.txt"))
+    grouped = run_compare(results, *SYSTEMS, *PAIRS,
+                          "--by-length", "10,20,30", "--source", str(tmp_path / "source.txt"))
     assert grouped["pairs"] == plain["pairs"] and grouped["systems"] == plain["systems"]
     groups = grouped["by_length"]["groups"]
     assert [group["sentences"] for group in groups] == ["<= 10", "11-20", "21-30", "> 30"]
