@@ -41,13 +41,15 @@ def comparison(runs: dict[str, list[str]]) -> dict:
 
 def test_log_summary_counts_a_resumed_epoch_once(tmp_path):
     """Epoch 2 trained twice (killed after it, resumed from epoch 1's checkpoint): its last attempt
-    counts; the best validation loss is epoch 3's; minutes per epoch are the median train_wall."""
+    counts; the best validation loss is epoch 3's; minutes per epoch are the median train_wall, and
+    the fastest epoch the smallest of the epochs counted (not the 9000 s of the attempt replaced)."""
     log = write_log(tmp_path / "run.train.log",
                     [(1, 94, 600, 9.5), (2, 188, 9000, 9.0), (2, 188, 480, 8.9), (3, 282, 540, 8.5),
                      (4, 376, 660, 8.7)])
     summary = read_training_log(log)
     assert (summary.epochs, summary.updates, summary.best_epoch, summary.best_loss) == (4, 376, 3, 8.5)
     assert summary.minutes_per_epoch == pytest.approx(570 / 60)  # median of 600, 480, 540, 660
+    assert summary.fastest_epoch_minutes == pytest.approx(480 / 60)
 
 
 def test_a_file_without_epochs_is_refused_by_name(tmp_path):
@@ -59,12 +61,13 @@ def test_a_file_without_epochs_is_refused_by_name(tmp_path):
 
 def test_table_reads_the_logs_there_and_counts_the_missing(tmp_path):
     write_log(tmp_path / "tree.train.log", [(1, 94, 600, 9.5), (2, 188, 600, 9.0)])
-    write_log(tmp_path / "tree.seed2.train.log", [(1, 90, 1200, 9.4), (2, 180, 1200, 9.1), (3, 270, 1200, 9.2)])
+    # a run paused during two of its three epochs: the median counts the pauses, the fastest epoch does not
+    write_log(tmp_path / "tree.seed2.train.log", [(1, 90, 1200, 9.4), (2, 180, 3000, 9.1), (3, 270, 2400, 9.2)])
     text = table(comparison({"base": ["base", "base.seed2"], "tree": ["tree", "tree.seed2"]}), str(tmp_path))
     rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines()}
-    assert rows["base"].endswith("| – | – | – | 0 of 2 |")
+    assert rows["base"].endswith("| – | – | – | – | 0 of 2 |")
     assert "| 10.50 ± 0.71 |" in rows["tree"]
-    assert "| 2.5 ± 0.7 | 229 ± 58 | 15.0 ± 7.1 | 2 of 2 |" in rows["tree"]
+    assert "| 2.5 ± 0.7 | 229 ± 58 | 25.0 ± 21.2 | 15.0 ± 7.1 | 2 of 2 |" in rows["tree"]
     assert "| tree − base | +0.50 [-0.25, +1.25] | 0.200 (0.400) | -0.10 [-1.00, +0.80] | 0.900 (1.000) |" in text
 
 
@@ -80,4 +83,4 @@ def test_command_line_refusals(tmp_path, capsys):
     with pytest.raises(SystemExit, match="broken.json"):
         main([str(tmp_path / "broken.json")])
     assert main([str(data)]) == 0
-    assert "| tree | 1 | 10.00 | 30.00 | 1.000 | – | – | – | not read |" in capsys.readouterr().out
+    assert "| tree | 1 | 10.00 | 30.00 | 1.000 | – | – | – | – | not read |" in capsys.readouterr().out
