@@ -52,6 +52,22 @@ def test_log_summary_counts_a_resumed_epoch_once(tmp_path):
     assert summary.fastest_epoch_minutes == pytest.approx(480 / 60)
 
 
+def test_log_summary_leaves_out_a_run_started_afresh_and_gives_the_best_nll_and_hours(tmp_path):
+    """A sitting that found no checkpoint started the run over: the epochs logged before it are of
+    another run (here a better loss and 3 epochs) and are not counted; the best epoch's nll and the
+    summed train_wall are those of the run that counts."""
+    path = tmp_path / "run.train.log"
+    earlier = "".join(epoch_lines(*epoch) for epoch in [(1, 94, 600, 7.0), (2, 188, 600, 6.5), (3, 282, 600, 6.0)])
+    fresh = "2026-11-28 11:00:00 | INFO | fairseq.trainer | No existing checkpoint found run/checkpoint_last.pt\n"
+    later = "".join(epoch_lines(*epoch) for epoch in [(1, 94, 720, 9.5), (2, 188, 1080, 9.0)])
+    path.write_text(earlier + fresh + later)
+    summary = read_training_log(str(path))
+    assert (summary.epochs, summary.updates, summary.best_epoch, summary.best_loss) == (2, 188, 2, 9.0)
+    assert summary.best_nll == pytest.approx(8.0)
+    assert summary.hours == pytest.approx(1800 / 3600)
+    assert summary.fastest_epoch_minutes == pytest.approx(12.0)
+
+
 def test_a_file_without_epochs_is_refused_by_name(tmp_path):
     path = tmp_path / "notes.train.log"
     path.write_text("2026-11-28 10:00:00 | INFO | fairseq_cli.train | started\n")

@@ -16,8 +16,8 @@ import pytest
 from conftest import shared_data
 from helpers import code_blocks, commands, train_and_generate
 
+from tree_fairseq.analysis.methods_table import read_training_log
 from tree_fairseq.cli.locking import output_lock
-from tree_fairseq.cli.patience import epoch_records, validations
 from tree_fairseq.cli.score import detokenize, split_sources, stored_reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,19 +156,12 @@ def test_published_comparison_over_seeds_is_recomputed_and_quoted(folder, tmp_pa
 LOGS = sorted((ROOT / "docs" / "results").glob("*/logs/*.train.log"))
 
 
-TRAIN_EPOCH = re.compile(r"\| train \| epoch (\d+) \|.*\| num_updates (\d+) \|.*\| train_wall ([\d.]+) \|")
-
-
-def run_figures(lines: list[str]) -> tuple[str, str, float]:
+def run_figures(log: Path) -> tuple[str, str, float]:
     """A training log's "epochs / updates", "best loss / nll (epoch)" and summed train_wall (hours), as
-    the en-de page's run tables give them, the log's sittings counted as the patience module counts
-    them (an epoch logged twice counts once, at its last logging)."""
-    epochs = dict(epoch_records(lines, TRAIN_EPOCH, lambda match: (int(match.group(2)), float(match.group(3)))))
-    last = max(epochs)
-    losses, nlls = validations(lines, metric="loss"), dict(validations(lines, metric="nll_loss"))
-    best_epoch, best_loss = min(losses, key=lambda item: item[1])  # the first best, as fairseq keeps it
-    hours = sum(wall for _, wall in epochs.values()) / 3600
-    return (f"{last} / {epochs[last][0]:,}", f"{best_loss:.3f} / {nlls[best_epoch]:.3f} ({best_epoch})", hours)
+    the en-de page's run tables give them, the log read as the study table reads it."""
+    run = read_training_log(str(log))
+    return (f"{run.epochs} / {run.updates:,}", f"{run.best_loss:.3f} / {run.best_nll:.3f} ({run.best_epoch})",
+            run.hours)
 
 
 @pytest.mark.parametrize("log", LOGS, ids=[path.name for path in LOGS])
@@ -178,8 +171,7 @@ def test_published_training_logs_give_the_pages_run_figures(log):
     folder = log.parent.parent
     name = log.name.removesuffix(".train.log")
     assert name in json.loads((folder / "scores.json").read_text())["systems"], log
-    lines = log.read_text(encoding="utf-8").splitlines()
-    steps, best, hours = run_figures(lines)
+    steps, best, hours = run_figures(log)
     rows = [line for page in (ROOT / "docs").glob("*.md") if f"results/{folder.name}" in page.read_text()
             for line in page.read_text(encoding="utf-8").splitlines()
             if re.match(rf"\| `{re.escape(name)}`( \(seed 1\))? \| converged", line)]  # run tables' rows only

@@ -10,7 +10,9 @@ reads both and prints one Markdown table per study:
   fastest);
 - per pair: the difference of means and its 95% interval, p and Holm's p, for BLEU and chrF.
 
-From a log: the last epoch that was validated, the last ``num_updates`` of an epoch's ``train``
+From a log, counted by its sittings as scripts/train.sh's patience count counts it (an epoch logged
+again replaces what followed it; a sitting that started afresh leaves out what came before): the
+last epoch that was validated, the last ``num_updates`` of an epoch's ``train``
 line, the best validation loss and its epoch, and minutes per epoch from fairseq's per-epoch
 ``train_wall``, twice: the median over the epochs, and the fastest epoch. ``train_wall`` is wall
 time, so an epoch during which the run was paused or shared its core with more than the work it was
@@ -32,8 +34,10 @@ import statistics
 import sys
 from dataclasses import dataclass
 
-_FIELD = re.compile(r"\| (\w+) ([^|]+?) (?=\||$)")
-_EPOCH = re.compile(r"\| (train|valid) \| epoch (\d+) \|")
+from tree_fairseq.cli.patience import epoch_records, validations
+
+_TRAIN_EPOCH = re.compile(r"\| train \| epoch (\d+) \|(.*)$")
+_FIGURE = re.compile(r"\| (num_updates|train_wall) ([^|]+?) (?=\||$)")
 
 
 @dataclass
@@ -43,43 +47,49 @@ class TrainingLog:
     epochs: int  # the last epoch validated
     updates: int  # num_updates at the end of the last epoch trained
     best_loss: float
+    best_nll: float | None  # the best epoch's validation nll_loss, None where the log has none
     best_epoch: int
     minutes_per_epoch: float  # median over epochs of train_wall / 60
     fastest_epoch_minutes: float  # the smallest train_wall of an epoch / 60
+    hours: float  # the sum of the epochs' train_wall / 3600
 
 
 def read_training_log(path: str) -> TrainingLog:
-    """The summary of fairseq's log ``path``; a log with no completed epoch is refused. An epoch
-    trained twice (a run resumed from an earlier checkpoint) counts once, as its last attempt."""
-    trained: dict[int, dict[str, str]] = {}
-    validated: dict[int, dict[str, str]] = {}
-    with open(path, encoding="utf-8", errors="replace") as lines:
-        for line in lines:
-            match = _EPOCH.search(line)
-            if match is None or " | INFO | " not in line:
-                continue
-            fields = dict(_FIELD.findall(line[match.end() - 1:]))
-            kind, epoch = match.group(1), int(match.group(2))
-            if kind == "train" and "train_wall" in fields and "num_updates" in fields:
-                trained[epoch] = fields
-            elif kind == "valid" and "loss" in fields:
-                validated[epoch] = fields
-    if not trained or not validated:
-        raise ValueError(f"{path}: no epoch was trained and validated in it (no '| train | epoch' and "
-                         "'| valid | epoch' lines): not a fairseq training log, or one of a run that never "
-                         "finished an epoch")
-    best_epoch = min(validated, key=lambda epoch: (float(validated[epoch]["loss"]), epoch))
+    """The summary of fairseq's log ``path``; a log with no completed epoch is refused. The log is
+    counted by its sittings as the patience count of scripts/train.sh counts it
+    (:func:`tree_fairseq.cli.patience.epoch_records`): an epoch logged again (a run resumed from an
+    earlier checkpoint) replaces what the log said from that epoch on, and a sitting that started the
+    run afresh leaves out everything before it. The best epoch is the first of the lowest validation
+    loss, as fairseq keeps it."""
+    with open(path, encoding="utf-8", errors="replace") as file:
+        lines = file.read().splitlines()
+
+    def train_figures(match):
+        fields = dict(_FIGURE.findall(match.group(2) + " "))
+        return fields if {"num_updates", "train_wall"} <= fields.keys() else None
+
     try:
+        trained = dict(epoch_records(lines, _TRAIN_EPOCH, train_figures))
+        losses = validations(lines, metric="loss")
+        if not trained or not losses:
+            raise ValueError(f"{path}: no epoch was trained and validated in it (no '| train | epoch' and "
+                             "'| valid | epoch' lines): not a fairseq training log, or one of a run that never "
+                             "finished an epoch")
+        best_epoch, best_loss = min(losses, key=lambda item: item[1])
         walls = [float(fields["train_wall"]) for fields in trained.values()]
         return TrainingLog(
-            epochs=max(validated),
+            epochs=losses[-1][0],
             updates=int(trained[max(trained)]["num_updates"]),
-            best_loss=float(validated[best_epoch]["loss"]),
+            best_loss=best_loss,
+            best_nll=dict(validations(lines, metric="nll_loss")).get(best_epoch),
             best_epoch=best_epoch,
             minutes_per_epoch=statistics.median(walls) / 60,
             fastest_epoch_minutes=min(walls) / 60,
+            hours=sum(walls) / 3600,
         )
     except ValueError as error:
+        if str(error).startswith(path):
+            raise
         raise ValueError(f"{path}: an epoch line has a figure that is not a number ({error})") from None
 
 
