@@ -65,7 +65,9 @@ scores every epoch (``--updates`` and ``--save-interval`` do not go with it):
   over seeds.
 
 The workdir's ``settings.json`` records the run's options: a workdir with other settings, one
-this mode did not make, or a finished one is refused, and so is a second run on the same workdir
+this mode did not make, or a finished one is refused (one setting may change: ``--max-epochs``
+raised for a run not yet finished, which goes on to the new cap, as the cap bounds the cost and
+not what the epochs before it compute), and so is a second run on the same workdir
 while one runs (``WORKDIR.lock``, :mod:`tree_fairseq.cli.locking`). Settings are chosen before the
 run or on the validation loss only, never on the scored trees. Scoring (``tree_fairseq.trees.evaluation``):
 brackets of >= 2 words, labels ignored, the whole-sentence bracket left out unless
@@ -381,12 +383,21 @@ def claim_workdir(args) -> None:
     if record.exists():
         before = json.loads(record.read_text(encoding="utf-8"))
         differ = sorted(key for key in set(before) | set(settings) if before.get(key) != settings.get(key))
-        if differ:
+        finished = (args.workdir / "results" / "scores.json").exists()
+        raised = differ == ["max_epochs"] and settings["max_epochs"] > before["max_epochs"] and not finished
+        if differ and not raised:
             said = ", ".join(f"--{key.replace('_', '-')} {before.get(key)} (now {settings.get(key)})" for key in differ)
-            raise Refused(f"--workdir {args.workdir} holds a run with other settings: {said}; use another --workdir")
-        if (args.workdir / "results" / "scores.json").exists():
+            raise Refused(f"--workdir {args.workdir} holds a run with other settings: {said}; use another --workdir"
+                          + (" (a higher --max-epochs goes on with an unfinished run only)"
+                             if differ == ["max_epochs"] else ""))
+        if finished:
             raise Refused(f"--workdir {args.workdir} holds a finished run (results/scores.json): nothing to do; "
                              "to run it again, use another --workdir")
+        if raised:
+            # The cap bounds the cost only: the epochs trained so far are the same whatever it is.
+            logging.info("--max-epochs raised from %d to %d; the run goes on", before["max_epochs"],
+                         settings["max_epochs"])
+            files.write_json(record, settings, sort_keys=True, locked=True)
         return
     if any(path.name != "settings.json.tmp" for path in args.workdir.iterdir()):
         raise Refused(f"--workdir {args.workdir} is not empty and holds no run to convergence (no settings.json): "

@@ -526,6 +526,35 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_RUNS = sorted(path.parent for path in (ROOT / "docs" / "results" / "grammar-induction").glob("*/scores.json"))
 
 
+def test_a_higher_max_epochs_goes_on_with_an_unfinished_run_only(script, trees_file, tmp_path):
+    """The cap bounds a run's cost: raised on a run not yet finished, the run goes on to the new cap
+    (settings.json records it); lowered, raised with another setting, or raised on a finished run,
+    it is refused naming what differs."""
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+
+    def claim(*flags):
+        args = script.get_parser().parse_args([str(flag) for flag in tiny(trees_file, workdir, *flags)])
+        script.check_options(script.get_parser(), args)
+        script.claim_workdir(args)
+
+    def settings():
+        return json.loads((workdir / "settings.json").read_text(encoding="utf-8"))
+
+    claim("--max-epochs", "7")
+    claim("--max-epochs", "9")
+    assert settings()["max_epochs"] == 9
+    with pytest.raises(script.Refused, match=r"--max-epochs 9 \(now 8\); use another --workdir \(a higher "):
+        claim("--max-epochs", "8")
+    with pytest.raises(script.Refused, match=r"--max-epochs 9 \(now 12\), --seed 1 \(now 2\); use another --workdir$"):
+        claim("--max-epochs", "12", "--seed", "2")
+    (workdir / "results").mkdir()
+    (workdir / "results" / "scores.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(script.Refused, match=r"--max-epochs 9 \(now 12\).*goes on with an unfinished run only"):
+        claim("--max-epochs", "12")
+    assert settings()["max_epochs"] == 9
+
+
 @pytest.mark.parametrize("folder", PUBLISHED_RUNS, ids=[path.name for path in PUBLISHED_RUNS])
 def test_published_induced_trees_give_their_scores_and_the_page(folder):
     record = json.loads((folder / "scores.json").read_text(encoding="utf-8"))
