@@ -68,29 +68,28 @@ def read_training_log(path: str) -> TrainingLog:
         fields = dict(_FIGURE.findall(match.group(2) + " "))
         return fields if {"num_updates", "train_wall"} <= fields.keys() else None
 
+    trained = dict(epoch_records(lines, _TRAIN_EPOCH, train_figures))
+    losses = validations(lines, metric="loss")
+    if not trained or not losses:
+        raise ValueError(f"{path}: no epoch was trained and validated in it (no '| train | epoch' and "
+                         "'| valid | epoch' lines): not a fairseq training log, or one of a run that never "
+                         "finished an epoch")
+    best_epoch, best_loss = min(losses, key=lambda item: item[1])
     try:
-        trained = dict(epoch_records(lines, _TRAIN_EPOCH, train_figures))
-        losses = validations(lines, metric="loss")
-        if not trained or not losses:
-            raise ValueError(f"{path}: no epoch was trained and validated in it (no '| train | epoch' and "
-                             "'| valid | epoch' lines): not a fairseq training log, or one of a run that never "
-                             "finished an epoch")
-        best_epoch, best_loss = min(losses, key=lambda item: item[1])
         walls = [float(fields["train_wall"]) for fields in trained.values()]
-        return TrainingLog(
-            epochs=losses[-1][0],
-            updates=int(trained[max(trained)]["num_updates"]),
-            best_loss=best_loss,
-            best_nll=dict(validations(lines, metric="nll_loss")).get(best_epoch),
-            best_epoch=best_epoch,
-            minutes_per_epoch=statistics.median(walls) / 60,
-            fastest_epoch_minutes=min(walls) / 60,
-            hours=sum(walls) / 3600,
-        )
+        updates = int(trained[max(trained)]["num_updates"])
     except ValueError as error:
-        if str(error).startswith(path):
-            raise
         raise ValueError(f"{path}: an epoch line has a figure that is not a number ({error})") from None
+    return TrainingLog(
+        epochs=losses[-1][0],
+        updates=updates,
+        best_loss=best_loss,
+        best_nll=dict(validations(lines, metric="nll_loss")).get(best_epoch),
+        best_epoch=best_epoch,
+        minutes_per_epoch=statistics.median(walls) / 60,
+        fastest_epoch_minutes=min(walls) / 60,
+        hours=sum(walls) / 3600,
+    )
 
 
 def _mean_sd(values: list[float], digits: int) -> str:
