@@ -75,6 +75,14 @@ def test_a_file_without_epochs_is_refused_by_name(tmp_path):
         read_training_log(str(path))
 
 
+def test_an_epoch_figure_that_is_no_number_is_refused_by_name(tmp_path):
+    path = tmp_path / "garbled.train.log"
+    write_log(path, [(1, 94, 600, 9.5)])
+    path.write_text(path.read_text().replace("train_wall 600", "train_wall six"))
+    with pytest.raises(ValueError, match="garbled.train.log: an epoch line has a figure that is not a number"):
+        read_training_log(str(path))
+
+
 def test_table_reads_the_logs_there_and_counts_the_missing(tmp_path):
     write_log(tmp_path / "tree.train.log", [(1, 94, 600, 9.5), (2, 188, 600, 9.0)])
     # a run paused during two of its three epochs: the median counts the pauses, the fastest epoch does not
