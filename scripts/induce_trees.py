@@ -104,6 +104,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import random
 import re
 import shutil
@@ -615,6 +616,10 @@ def finish(args, databin, save_dir, gold, sentences, short, valid, stopped: str)
     results = args.workdir / "results"
     log = save_dir / "train.log"
     found = patience.validations(log.read_text(encoding="utf-8", errors="replace").splitlines())
+    diverged = [(epoch, loss) for epoch, loss in found if not math.isfinite(loss)]
+    if diverged:
+        raise Refused(f"{log}: the validation loss of epoch {diverged[0][0]} is {diverged[0][1]}: the run diverged "
+                      "and has no best epoch to parse with (its checkpoints are kept)")
     best_loss = min(loss for _, loss in found)
     best_epoch = next(epoch for epoch, loss in found if loss == best_loss)  # fairseq's best: the first lowest
     epochs = [json.loads((results / "epochs" / f"epoch{epoch}.json").read_text(encoding="utf-8"))

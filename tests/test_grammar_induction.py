@@ -498,6 +498,21 @@ def test_a_checkpoint_last_cut_short_by_a_kill_is_replaced_by_its_epochs_own(scr
     script.recover_cut_short_last(tmp_path)  # nothing to resume: nothing to do
 
 
+def test_a_diverged_run_is_refused_before_its_trees_are_published(script, tmp_path):
+    """A NaN validation loss (fairseq's log of a diverged run) gives no best epoch: refused, naming
+    the log and the epoch, before anything is written to results/."""
+    save_dir = tmp_path / "checkpoints"
+    save_dir.mkdir()
+    valid = ("2026-11-30 04:50:30 | INFO | valid | epoch {:03d} | valid on 'valid' subset | loss {} | ppl 114.26 | "
+             "num_updates {} | best_loss 6.836\n")
+    lines = [valid.format(1, 7.5, 73), valid.format(2, "nan", 146), valid.format(3, 7.4, 219)]
+    (save_dir / "train.log").write_text("".join(lines))
+    args = type("Args", (), {"workdir": tmp_path})()
+    with pytest.raises(script.Refused, match=r"train.log: the validation loss of epoch 2 is nan: the run diverged"):
+        script.finish(args, None, save_dir, [], [], [], None, "patience")
+    assert not (tmp_path / "results").exists()
+
+
 def test_refuses_a_validation_fraction_that_leaves_nothing_before_writing(script, trees_file, tmp_path):
     said = in_process(script, *tiny(trees_file, tmp_path / "w", "--sentences", "4"))
     assert "leaves no validation or no training sentence" in said

@@ -83,6 +83,17 @@ def test_an_epoch_figure_that_is_no_number_is_refused_by_name(tmp_path):
         read_training_log(str(path))
 
 
+@pytest.mark.parametrize("figure", ["nan", "inf"])
+def test_a_diverged_run_is_refused_by_name_and_epoch(tmp_path, figure):
+    """A NaN or infinite validation loss (what fairseq writes for a run that diverged) has no place
+    among the best losses: refused, not passed over as if the epoch had not been validated."""
+    path = tmp_path / "diverged.train.log"
+    write_log(path, [(1, 94, 600, 9.5), (2, 188, 600, 9.0), (3, 282, 600, 9.2)])
+    path.write_text(path.read_text().replace("loss 9.2 |", f"loss {figure} |"))
+    with pytest.raises(ValueError, match=f"diverged.train.log: the validation loss of epoch 3 is {figure}"):
+        read_training_log(str(path))
+
+
 def test_table_reads_the_logs_there_and_counts_the_missing(tmp_path):
     write_log(tmp_path / "tree.train.log", [(1, 94, 600, 9.5), (2, 188, 600, 9.0)])
     # a run paused during two of its three epochs: the median counts the pauses, the fastest epoch does not

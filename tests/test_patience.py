@@ -53,6 +53,36 @@ def test_standing_counts_as_fairseq_does():
     assert standing([]).best is None
 
 
+@pytest.mark.parametrize("losses", [
+    [8.0, float("nan"), 7.5, 7.6],  # a NaN epoch between finite ones
+    [8.0, float("nan"), float("nan"), float("nan")],  # diverged for good: patience runs out
+    [float("nan"), 7.0, 6.0],  # NaN first: fairseq keeps it as the best, nothing beats it
+    [9.0, float("inf"), 1234567.891, 8.5],  # inf, and a figure "{:g}" writes with an exponent
+])
+def test_figures_fairseq_writes_for_a_diverged_run_are_counted_as_fairseq_counts_them(losses):
+    """The figures come from fairseq's own formatting of a statistic, and the count is checked against
+    fairseq-train's own early-stop function fed the same validations: no epoch is passed over."""
+    from fairseq.logging.progress_bar import format_stat
+    from fairseq_cli.train import should_stop_early
+    from omegaconf import OmegaConf
+
+    lines = [valid_line(epoch, format_stat(round(loss, 3))) for epoch, loss in enumerate(losses, 1)]
+    found = validations(lines)
+    assert [epoch for epoch, _ in found] == list(range(1, len(losses) + 1))
+    # what the log prints ("{:g}" keeps 6 digits: 1234567.891 is read as 1234570.0)
+    assert [str(value) for _, value in found] == [str(float(format_stat(round(loss, 3)))) for loss in losses]
+
+    cfg = OmegaConf.create({"checkpoint": {"patience": 3, "maximize_best_checkpoint_metric": False}})
+    for name in ("best", "num_runs"):
+        if hasattr(should_stop_early, name):
+            delattr(should_stop_early, name)
+    stops = [should_stop_early(cfg, round(loss, 3)) for loss in losses]  # what fairseq holds in memory
+    state = standing(found)
+    assert str(state.best) == str(float(format_stat(should_stop_early.best)))
+    assert state.since == should_stop_early.num_runs
+    assert (max_epoch(lines, ["fairseq-train", "data", "--patience", "3"])[0] == 0) == stops[-1]
+
+
 def test_max_epoch_to_resume_with():
     log = [valid_line(e, loss) for e, loss in [(1, 9.0), (2, 7.0), (3, 7.5), (4, 7.2)]]  # best at 2, 2 since
     assert max_epoch(log, ["fairseq-train", "data", "--patience", "5"])[0] == 4 + 3

@@ -28,6 +28,7 @@ figure rests on). A run whose log is not there is counted as "log not kept", nev
 
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -55,7 +56,8 @@ class TrainingLog:
 
 
 def read_training_log(path: str) -> TrainingLog:
-    """The summary of fairseq's log ``path``; a log with no completed epoch is refused. The log is
+    """The summary of fairseq's log ``path``; a log with no completed epoch, or with a validation loss
+    that is NaN or infinite (a run that diverged), is refused. The log is
     counted by its sittings as the patience count of scripts/train.sh counts it
     (:func:`tree_fairseq.cli.patience.epoch_records`): an epoch logged again (a run resumed from an
     earlier checkpoint) replaces what the log said from that epoch on, and a sitting that started the
@@ -74,6 +76,10 @@ def read_training_log(path: str) -> TrainingLog:
         raise ValueError(f"{path}: no epoch was trained and validated in it (no '| train | epoch' and "
                          "'| valid | epoch' lines): not a fairseq training log, or one of a run that never "
                          "finished an epoch")
+    diverged = [epoch for epoch, loss in losses if not math.isfinite(loss)]
+    if diverged:
+        raise ValueError(f"{path}: the validation loss of epoch {diverged[0]} is {dict(losses)[diverged[0]]}: "
+                         "a run that diverged has no best epoch to report")
     best_epoch, best_loss = min(losses, key=lambda item: item[1])
     try:
         walls = [float(fields["train_wall"]) for fields in trained.values()]

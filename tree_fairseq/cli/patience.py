@@ -80,9 +80,11 @@ def epoch_records(lines, pattern: re.Pattern, record) -> list[tuple[int, object]
 
 def validations(lines, subset: str = "valid", metric: str = "loss") -> list[tuple[int, float]]:
     """(epoch, figure) of each validation of ``subset`` in a fairseq log, counted by the log's sittings
-    (:func:`epoch_records`)."""
+    (:func:`epoch_records`). Figures are read as fairseq writes them (``"{:g}"``): ``7.819``,
+    ``1.5e+06``, and ``nan`` or ``inf`` for a run that diverged, which are kept (fairseq's early stop
+    counts them: nothing is better than a NaN best, and a NaN is better than nothing), not passed over."""
     pattern = re.compile(rf"\| epoch (\d+) \| valid on '{re.escape(subset)}' subset \|(.*)$")
-    figure = re.compile(rf"\| {re.escape(metric)} (-?[\d.]+(?:e-?\d+)?)(?: \||$)")
+    figure = re.compile(rf"\| {re.escape(metric)} (-?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|nan|inf))(?: \||$)")
 
     def value(match):
         found = figure.search("|" + match.group(2))
