@@ -49,6 +49,7 @@ sacrebleu ref.de -i tree_composition_transformer.spacy.positions.hyp.de -m bleu 
 sacrebleu ref.de -i constituent_transformer.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i treeformer.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i tree_pe_transformer.balanced.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_composition_transformer.balanced.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -95,6 +96,7 @@ sacrebleu ref.de -i transformer.hyp.de tree_composition_transformer.spacy.positi
 sacrebleu ref.de -i transformer.hyp.de constituent_transformer.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de treeformer.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_pe_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_composition_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -113,3 +115,4 @@ sacrebleu ref.de -i pascal_transformer.random.seed3.hyp.de pascal_transformer.sp
 sacrebleu ref.de -i tree_transformer.balanced.seed3.hyp.de tree_transformer.spacy.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_composition_transformer.spacy.hyp.de tree_composition_transformer.spacy.positions.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_pe_transformer.balanced.hyp.de tree_pe_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i tree_composition_transformer.balanced.hyp.de tree_composition_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
