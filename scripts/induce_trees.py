@@ -104,7 +104,6 @@ import argparse
 import contextlib
 import json
 import logging
-import math
 import random
 import re
 import shutil
@@ -616,12 +615,10 @@ def finish(args, databin, save_dir, gold, sentences, short, valid, stopped: str)
     results = args.workdir / "results"
     log = save_dir / "train.log"
     found = patience.validations(log.read_text(encoding="utf-8", errors="replace").splitlines())
-    diverged = [(epoch, loss) for epoch, loss in found if not math.isfinite(loss)]
-    if diverged:
-        raise Refused(f"{log}: the validation loss of epoch {diverged[0][0]} is {diverged[0][1]}: the run diverged "
-                      "and has no best epoch to parse with (its checkpoints are kept)")
-    best_loss = min(loss for _, loss in found)
-    best_epoch = next(epoch for epoch, loss in found if loss == best_loss)  # fairseq's best: the first lowest
+    try:
+        best_epoch, best_loss = patience.best_validation(found)
+    except ValueError as error:
+        raise Refused(f"{log}: {error} to parse with (its checkpoints are kept)") from None
     epochs = [json.loads((results / "epochs" / f"epoch{epoch}.json").read_text(encoding="utf-8"))
               for epoch in sorted(epoch_models(save_dir))]
     if [e["epoch"] for e in epochs] != [epoch for epoch, _ in found]:

@@ -28,14 +28,13 @@ figure rests on). A run whose log is not there is counted as "log not kept", nev
 
 import argparse
 import json
-import math
 import os
 import re
 import statistics
 import sys
 from dataclasses import dataclass
 
-from tree_fairseq.cli.patience import epoch_records, validations
+from tree_fairseq.cli.patience import best_validation, epoch_records, validations
 
 _TRAIN_EPOCH = re.compile(r"\| train \| epoch (\d+) \|(.*)$")
 _FIGURE = re.compile(r"\| (num_updates|train_wall) ([^|]+?) (?=\||$)")
@@ -76,11 +75,10 @@ def read_training_log(path: str) -> TrainingLog:
         raise ValueError(f"{path}: no epoch was trained and validated in it (no '| train | epoch' and "
                          "'| valid | epoch' lines): not a fairseq training log, or one of a run that never "
                          "finished an epoch")
-    diverged = [epoch for epoch, loss in losses if not math.isfinite(loss)]
-    if diverged:
-        raise ValueError(f"{path}: the validation loss of epoch {diverged[0]} is {dict(losses)[diverged[0]]}: "
-                         "a run that diverged has no best epoch to report")
-    best_epoch, best_loss = min(losses, key=lambda item: item[1])
+    try:
+        best_epoch, best_loss = best_validation(losses)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
     try:
         walls = [float(fields["train_wall"]) for fields in trained.values()]
         updates = int(trained[max(trained)]["num_updates"])

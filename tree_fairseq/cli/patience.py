@@ -39,6 +39,7 @@ first.
 """
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -91,6 +92,17 @@ def validations(lines, subset: str = "valid", metric: str = "loss") -> list[tupl
         return None if found is None else float(found.group(1))
 
     return epoch_records(lines, pattern, value)
+
+
+def best_validation(found: list[tuple[int, float]]) -> tuple[int, float]:
+    """(epoch, figure) of the lowest validation of ``found``, the first of equal ones, as fairseq keeps
+    its best checkpoint. Refused: no validation, or a NaN or infinite figure (a run that diverged)."""
+    if not found:
+        raise ValueError("no validation: no best epoch")
+    for epoch, value in found:
+        if not math.isfinite(value):
+            raise ValueError(f"the validation loss of epoch {epoch} is {value}: the run diverged and has no best epoch")
+    return min(found, key=lambda item: item[1])
 
 
 def standing(found: list[tuple[int, float]], maximize: bool = False) -> Standing:
