@@ -378,12 +378,44 @@ def test_by_length_groups_the_sentences_and_leaves_the_rest_unchanged(results, t
     assert same["interval"][0] < 0 < same["interval"][1]
 
 
+def test_by_length_gives_each_systems_output_length_per_group(results, tmp_path, capsys):
+    """Per group, each run's hypothesis / reference tokens as sacreBLEU's BLEU counts them on the
+    group's sentences, and the system's mean and sd of them; printed as a table of its own."""
+    from sacrebleu.metrics import BLEU
+
+    write(tmp_path / "source.txt", source_words(SENTENCES))
+    groups = run_compare(results, *SYSTEMS, *PAIRS, "--by-length", "10,20,30",
+                         "--source", str(tmp_path / "source.txt"))["by_length"]["groups"]
+    refs = reference()
+    for group, (low, high) in zip(groups, [(1, 10), (11, 20), (21, 30), (31, 40)]):
+        indices = [i for i in range(SENTENCES) if low <= 1 + i % 40 <= high]
+        assert set(group["length"]) == {"same", "other", "good"}
+        for name, runs in (("same", ["same1", "same2", "same3"]), ("good", ["good1", "good2"])):
+            expected = {}
+            for run in runs:
+                hyps = compare.read_lines(str(results / f"{run}.hyp.{LANG}"))
+                score = BLEU().corpus_score([hyps[i] for i in indices], [[refs[i] for i in indices]])
+                expected[run] = score.sys_len / score.ref_len
+            figure = group["length"][name]
+            assert figure["runs"] == pytest.approx(expected)
+            assert figure["mean"] == pytest.approx(np.mean(list(expected.values())))
+            assert figure["sd"] == pytest.approx(np.std(list(expected.values()), ddof=1))
+        # a run drops 2.5% (good) or 15% (same) of the words
+        assert 0.95 < group["length"]["good"]["mean"] < 1 and 0.8 < group["length"]["same"]["mean"] < 0.9
+    out = capsys.readouterr().out
+    table = out.split("Output length by source length", 1)[1]
+    good = groups[2]["length"]["good"]
+    assert "| good | " in table and f"{good['mean']:.3f} ± {good['sd']:.3f}" in table
+
+
 def test_by_length_reports_an_empty_group(results, tmp_path, capsys):
     write(tmp_path / "source.txt", source_words(SENTENCES))
     report = run_compare(results, *SYSTEMS, *PAIRS, "--by-length", "40,50", "--source", str(tmp_path / "source.txt"))
     assert [group["count"] for group in report["by_length"]["groups"]] == [300, 0, 0]
-    assert report["by_length"]["groups"][1]["pairs"] == []
-    assert "no sentences" in capsys.readouterr().out
+    assert report["by_length"]["groups"][1]["pairs"] == [] and "length" not in report["by_length"]["groups"][1]
+    table = capsys.readouterr().out.split("Output length by source length", 1)[1]
+    row = next(line for line in table.splitlines() if line.startswith("| same |"))
+    assert row.count("no sentences") == 2
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,12 +1,18 @@
 """The en-de study page's figures that no other test reads: each group of its breakdown by source
-length, quoted as tree-fairseq-compare prints it, is comparison-by-length.json's, and its table of what
-five seeds could detect is tree_fairseq.analysis.power's on comparison.json's spreads."""
+length, quoted as tree-fairseq-compare prints it, is comparison-by-length.json's (its differences and
+each system's output length), and its table of what five seeds could detect is
+tree_fairseq.analysis.power's on comparison.json's spreads."""
 
 import json
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import shared_data
+from helpers import code_blocks, commands
 
 from tree_fairseq.analysis.power import detectable_difference
 
@@ -39,6 +45,37 @@ def test_the_page_quotes_every_group_of_the_breakdown_by_length(metric):
         row = next(line for line in table.splitlines() if line.startswith(f"| {name} |"))
         cells = [cell.strip() for cell in row.strip("|").split("|")][1:]
         assert cells == [formatted(group["pairs"][index][metric]) for group in breakdown["groups"]], (name, metric)
+
+
+def test_the_page_quotes_every_systems_output_length_by_source_length():
+    breakdown = json.loads((FOLDER / "comparison-by-length.json").read_text())["by_length"]
+    table = PAGE.read_text(encoding="utf-8").split("Output length by source length", 1)[1]
+    for name in breakdown["groups"][0]["length"]:
+        row = next(line for line in table.splitlines() if line.startswith(f"| {name} |"))
+        cells = [cell.strip() for cell in row.strip("|").split("|")][1:]
+        assert cells == [f"{group['length'][name]['mean']:.3f} ± {group['length'][name]['sd']:.3f}"
+                         for group in breakdown["groups"]], name
+
+
+def test_the_seed_one_output_lengths_quoted_are_the_pages_command_recomputed(tmp_path):
+    """The seed-1 sections' output lengths by source length are what the command under "Output
+    lengths of the seed-1 runs" prints, run again on the published outputs: every system's four
+    figures are quoted on the page as "a, b, c and d"."""
+    text = PAGE.read_text(encoding="utf-8")
+    section = text.split("### Output lengths of the seed-1 runs", 1)[1].split("\n## ", 1)[0]
+    (command,) = [command for _, block in code_blocks(section) for command in commands(block)]
+    argv = shlex.split(command)
+    assert argv[0] == "tree-fairseq-compare" and "--by-length" in argv
+    shared_data(Path(argv[argv.index("--source") + 1]).parent.name)
+    argv[argv.index("--json") + 1] = str(tmp_path / "lengths.json")
+    subprocess.run([str(Path(sys.executable).parent / argv[0]), *argv[1:]], cwd=ROOT, check=True,
+                   capture_output=True, text=True)
+    groups = json.loads((tmp_path / "lengths.json").read_text())["by_length"]["groups"]
+    assert [group["sentences"] for group in groups] == ["<= 10", "11-20", "21-30", "> 30"]
+    quoted = " ".join(text.split())
+    for name in groups[0]["length"]:
+        figures = [f"{group['length'][name]['mean']:.3f}" for group in groups]
+        assert f"{', '.join(figures[:3])} and {figures[3]}" in quoted, name
 
 
 def test_the_pages_detectable_differences_are_the_power_modules():

@@ -20,7 +20,8 @@ one line per test sentence, as ``scripts/publish_results.py`` writes them) and r
 - with ``--by-length 10,20,30 --source SRC``, each pair again on the test sentences grouped by the
   length of their source line in words (up to 10, 11-20, 21-30, over 30), each group's difference of
   the system means with the same bootstrap within the group (its own generator, so the other figures
-  do not move), uncorrected: where a difference lies, not further tests;
+  do not move), uncorrected: where a difference lies, not further tests; and each system's output
+  length there (hypothesis / reference tokens as BLEU counts them, mean ± sd over its runs);
 - with ``--plot FILE``, a picture: each system's runs as points with their mean, and each pair's
   BLEU interval (red where the difference is shown after Holm).
 
@@ -96,8 +97,8 @@ def get_parser() -> argparse.ArgumentParser:
                         "exist yet: an existing file is replaced only when named here)")
     parser.add_argument("--by-length", metavar="N[,N...]",
                         help="also compare each pair on the test sentences grouped by source length in words: upper "
-                        "bounds of the groups, ascending (10,20,30: up to 10, 11-20, 21-30, over 30 words); "
-                        "needs --source")
+                        "bounds of the groups, ascending (10,20,30: up to 10, 11-20, 21-30, over 30 words), with each "
+                        "system's output length per group; needs --source")
     parser.add_argument("--source", metavar="FILE",
                         help="the test set's source side, one line per test sentence (its words, split at "
                         "whitespace, are the sentence's length for --by-length)")
@@ -390,7 +391,12 @@ def compare_by_length(statistics: dict, metrics: dict, systems: dict[str, list[s
     """Each pair's difference of system means on each group of sentences, with the 95% interval
     and p of the same bootstrap over runs and sentences, the sentences resampled within the group
     (uncorrected: the groups describe where a difference lies; they are not further tests of the
-    rule). Its own generator (``seed`` + 1), so the comparison's other figures do not move."""
+    rule). Its own generator (``seed`` + 1), so the comparison's other figures do not move.
+
+    Each group also says how long each system's output is there: under ``"length"``, per system the
+    mean and sd over its runs of hypothesis tokens / reference tokens as sacreBLEU's BLEU counts them
+    (13a), the ratio whose shortfall below 1 the brevity penalty punishes, and each run's ratio. It is
+    descriptive (no bootstrap): where a system's output falls short, not a test."""
     rng = np.random.default_rng(seed + 1)
     draws = {name: resample_runs(rng, len(runs), replicates) for name, runs in systems.items()}
     figures = []
@@ -405,6 +411,10 @@ def compare_by_length(statistics: dict, metrics: dict, systems: dict[str, list[s
             statistics[name][run][indices].sum(axis=0)).score for run in runs} for name in METRICS}
         resampled = {name: {run: resampled_scores(metrics[name], statistics[name][run][indices], counts)
                             for run in runs} for name in METRICS}
+        group["length"] = {}
+        for name, system_runs in systems.items():
+            ratios = {run: length_ratio(statistics["BLEU"][run][indices]) for run in system_runs}
+            group["length"][name] = {**mean_and_sd(list(ratios.values())), "runs": ratios}
         for a, b in pairs:
             entry = {"a": a, "b": b}
             for name in METRICS:
@@ -417,6 +427,13 @@ def compare_by_length(statistics: dict, metrics: dict, systems: dict[str, list[s
                                "p": bootstrap_p_value(differences, observed)}
             group["pairs"].append(entry)
     return figures
+
+
+def length_ratio(bleu_statistics: np.ndarray) -> float:
+    """Hypothesis tokens over reference tokens of these sentences' BLEU statistics, whose first two
+    columns are sacreBLEU's hypothesis and (closest) reference lengths."""
+    hypothesis, reference = bleu_statistics[:, :2].sum(axis=0)
+    return float(hypothesis / reference)
 
 
 def _mean_sd(figure: dict, digits: int) -> str:
@@ -476,6 +493,14 @@ def markdown(report: dict) -> str:
                     cells.append(f"{figure['difference']:+.2f} [{figure['interval'][0]:+.2f}, "
                                  f"{figure['interval'][1]:+.2f}], {figure['p']:.4f}")
                 lines.append(f"| {pair['a']} - {pair['b']} | " + " | ".join(cells) + " |")
+        groups = report["by_length"]["groups"]
+        lines += ["", "Output length by source length: hypothesis tokens / reference tokens as BLEU counts them "
+                  "(13a) on each group's sentences, mean ± sd over each system's runs.", "",
+                  "| system | " + " | ".join(f"{group['sentences']} ({group['count']})" for group in groups) + " |",
+                  "|---|" + "--:|" * len(groups)]
+        for name in report["systems"]:
+            cells = [_mean_sd(group["length"][name], 3) if "length" in group else "no sentences" for group in groups]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
