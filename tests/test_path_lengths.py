@@ -1,0 +1,90 @@
+"""tree_fairseq.analysis.path_lengths on a data-bin made by tree-fairseq-preprocess from trees
+whose LCRS paths are known by hand, and its refusals."""
+
+import pytest
+from conftest import preprocess
+
+from tree_fairseq.analysis import path_lengths
+
+TWELVE = "a b c d e f g h i j k l"
+# (source words, tree): under LCRS a first child is one step below its parent, each later child
+# one step after the sibling before it.
+SENTENCES = [
+    ("a b c d", "(S a b c d)"),  # flat: 1, 2, 3, 4
+    ("a b c d", "(X (X a b) (X c d))"),  # balanced: a 2, b 3, c 3 ((X c d) is 2), d 4
+    (TWELVE, "(S " + TWELVE + ")"),  # flat: 1 ... 12
+]
+
+
+@pytest.fixture(scope="module")
+def data_bin(tmp_path_factory):
+    text = tmp_path_factory.mktemp("paths_text")
+    for split in ("train", "valid", "test"):
+        (text / f"{split}.de").write_text("".join(words + "\n" for words, _ in SENTENCES), encoding="utf-8")
+        (text / f"{split}.tree.de").write_text("".join(tree + "\n" for _, tree in SENTENCES), encoding="utf-8")
+        (text / f"{split}.en").write_text("".join(words + "\n" for words, _ in SENTENCES), encoding="utf-8")
+    return preprocess(text, tmp_path_factory.mktemp("paths_bin") / "bin"), text
+
+
+def run(data_bin, source, *extra):
+    path_lengths.main([str(data_bin), "-s", "de", "-t", "en", "--source", str(source), *extra])
+
+
+def test_the_paths_of_hand_made_trees(data_bin, capsys):
+    folder, text = data_bin
+    trees, leaves = path_lengths.read_split(str(folder), "test", "de", "en")
+    assert leaves == [5, 5, 13]  # the words and the end of the sentence
+    assert [path_lengths.leaf_path_lengths(tree, n) for tree, n in zip(trees, leaves)] == [
+        [1, 2, 3, 4], [2, 3, 3, 4], list(range(1, 13))]
+    rows = path_lengths.path_length_table(trees, leaves, [4, 4, 12], [10], steps=3)
+    assert rows == [
+        {"words": "<= 10", "sentences": 2, "leaves": 8, "mean_path": pytest.approx(2.75), "longest": 4,
+         "beyond": pytest.approx(2 / 8)},
+        {"words": "> 10", "sentences": 1, "leaves": 12, "mean_path": pytest.approx(6.5), "longest": 12,
+         "beyond": pytest.approx(9 / 12)}]
+    run(folder, text / "test.de", "--by-length", "10", "--steps", "3")
+    out = capsys.readouterr().out
+    assert "| source words | sentences | leaves | mean leaf path (steps) | longest | leaves over 3 steps |" in out
+    assert "| > 10 | 1 | 12 | 6.5 | 12 | 75 % |" in out
+
+
+def test_an_empty_group_is_printed_empty(data_bin, capsys):
+    folder, text = data_bin
+    run(folder, text / "test.de", "--by-length", "2,20")
+    assert "| <= 2 | 0 | 0 | | | |" in capsys.readouterr().out
+
+
+def refusal(capsys, *argv) -> str:
+    """The one line a refusal gives: argparse's on stderr, or the message it exits with."""
+    with pytest.raises(SystemExit) as exit:
+        run(*argv)
+    message = capsys.readouterr().err + (exit.value.code if isinstance(exit.value.code, str) else "")
+    assert message.startswith(("usage:", "path_lengths: error:")), message
+    return message
+
+
+def test_a_source_of_another_length_or_with_an_empty_line_is_refused(data_bin, tmp_path, capsys):
+    folder, _ = data_bin
+    short = tmp_path / "short.de"
+    short.write_text("a b\nc d\n", encoding="utf-8")
+    message = refusal(capsys, folder, short)
+    assert f"--source {short} has 2 lines but {folder} split 'test' has 3 sentences" in message
+    holes = tmp_path / "holes.de"
+    holes.write_text("a b\n\nc d\n", encoding="utf-8")
+    assert f"--source {holes} line 2 is empty" in refusal(capsys, folder, holes)
+    assert "no such file" in refusal(capsys, folder, tmp_path / "absent.de")
+
+
+def test_a_data_bin_without_trees_is_refused(plain_databin, tiny_corpus, capsys):
+    message = refusal(capsys, plain_databin, tiny_corpus / "test.de")
+    assert "no source trees for split 'test'" in message
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--steps", "-1"], "--steps -1: a path has zero or more steps"),
+    (["--by-length", "20,10"], "strictly ascending"),
+    (["--split", "nope"], "no source trees for split 'nope'"),
+])
+def test_bad_options_are_refused_in_one_line(data_bin, capsys, argv, message):
+    folder, text = data_bin
+    assert message in refusal(capsys, folder, text / "test.de", *argv)

@@ -1,0 +1,142 @@
+"""How long the LCRS paths that tree positional encodings read are, on a data-bin's trees, by
+source length.
+
+Tree positional encodings (Shiv & Quirk) give each word the path from the root to it in the
+left-child right-sibling (LCRS) form of its tree: a first child is one ``FIRST_CHILD`` step below
+its parent, every later child one ``NEXT_SIBLING`` step after the sibling before it, so the k-th
+child of a flat node is k steps below the first. The encoding keeps the last ``k`` steps, each
+older step weighted by a further power of its learned decay weight: what a word's encoding says
+about its place depends on how long these paths are. A balanced binary tree's paths grow with the
+logarithm of the sentence; a parser's flat nodes make them grow with the sentence.
+
+For each test sentence this reads the source tree of a data-bin (as ``tree-fairseq-preprocess``
+wrote it) and computes, with the model's own :func:`tree_paths`, untruncated, the path length of
+every leaf (each subword token; the end-of-sentence leaf left out); the sentences are grouped by the
+words of their line in the test set's source side, as ``tree-fairseq-compare --by-length`` groups
+them. Per group it prints the sentences, the leaves counted, the mean path length (the mean over the
+sentences of each sentence's mean over its leaves), the longest path, and the share of leaves
+whose path is longer than ``--steps`` steps:
+
+    python -m tree_fairseq.analysis.path_lengths WORK/spacy/data-bin/en-de -s en -t de --split test \\
+        --source ../shared/data/iwslt14-de-en-lowres/test.en --by-length 10,20,30 --steps 10
+
+Refused, naming the file: a data-bin split without source trees, a source side whose line count
+is not the split's sentence count, an empty source line.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+
+import torch
+
+from tree_fairseq.cli.compare import length_groups, parse_bounds, read_lines
+
+
+def leaf_path_lengths(spans: torch.Tensor, leaves: int) -> list[int]:
+    """The LCRS path length of each of a tree's ``leaves`` leaves but the last (the end of the
+    sentence), untruncated; ``spans`` is the tree's flat (start, end) pairs as the data-bin stores
+    them."""
+    from tree_fairseq.modules.tree_positional_encoding import tree_paths
+
+    spans = spans.view(-1, 2).long().unsqueeze(0)
+    nodes = spans.size(1)
+    # A path visits each item (node or leaf) at most once: nodes + leaves steps leave nothing out.
+    _, paths = tree_paths(spans, torch.zeros(1, leaves, dtype=torch.bool), torch.zeros(1, nodes, dtype=torch.bool),
+                          nodes + leaves)
+    return (paths[0, :-1] >= 0).sum(-1).tolist()
+
+
+def read_split(data_bin: str, split: str, src: str, tgt: str) -> tuple[list, list[int]]:
+    """The split's source trees (flat spans) and each sentence's leaf count (its tokens with the
+    end of sentence) from a data-bin."""
+    from fairseq.data import data_utils
+
+    from tree_fairseq.data.tree_streams import load_tree_streams
+
+    _, spans = load_tree_streams(data_bin, split, src, tgt)
+    prefix = os.path.join(data_bin, f"{split}.{src}-{tgt}.{src}")
+    tokens = data_utils.load_indexed_dataset(prefix, None, "mmap")
+    if tokens is None:
+        raise ValueError(f"{prefix}.bin/.idx: no source text of split {split!r} in {data_bin}")
+    if len(tokens) != len(spans):
+        raise ValueError(f"{data_bin}: split {split!r} has {len(tokens)} source sentences but {len(spans)} trees")
+    return [spans[i] for i in range(len(spans))], [len(tokens[i]) for i in range(len(tokens))]
+
+
+def word_counts(path: str, sentences: int, where: str) -> list[int]:
+    """The words of each line of the source side, one line per sentence of ``where``."""
+    if not os.path.isfile(path):
+        raise ValueError(f"--source {path}: no such file")
+    lines = read_lines(path)
+    if len(lines) != sentences:
+        raise ValueError(f"--source {path} has {len(lines)} lines but {where} has {sentences} sentences: give the "
+                         "source side of the same split, one line per sentence")
+    for number, line in enumerate(lines, 1):
+        if not line.split():
+            raise ValueError(f"--source {path} line {number} is empty: every sentence has words")
+    return [len(line.split()) for line in lines]
+
+
+def path_length_table(trees: list, leaves: list[int], words: list[int], bounds: list[int], steps: int) -> list[dict]:
+    """Per group of sentences by source words: sentences, leaves, the mean over sentences of their
+    mean leaf path, the longest path, and the share of leaves with more than ``steps`` steps."""
+    rows = []
+    for label, indices in length_groups(words, bounds):
+        lengths = [leaf_path_lengths(trees[i], leaves[i]) for i in indices]
+        pooled = [length for sentence in lengths for length in sentence]
+        rows.append({"words": label, "sentences": len(indices), "leaves": len(pooled),
+                     "mean_path": statistics.mean(statistics.mean(s) for s in lengths if s) if pooled else None,
+                     "longest": max(pooled) if pooled else None,
+                     "beyond": sum(length > steps for length in pooled) / len(pooled) if pooled else None})
+    return rows
+
+
+def markdown(rows: list[dict], steps: int) -> str:
+    lines = [f"| source words | sentences | leaves | mean leaf path (steps) | longest | leaves over {steps} steps |",
+             "|---|--:|--:|--:|--:|--:|"]
+    for row in rows:
+        if not row["leaves"]:
+            lines.append(f"| {row['words']} | {row['sentences']} | 0 | | | |")
+            continue
+        lines.append(f"| {row['words']} | {row['sentences']} | {row['leaves']} | {row['mean_path']:.1f} | "
+                     f"{row['longest']} | {100 * row['beyond']:.0f} % |")
+    return "\n".join(lines)
+
+
+def get_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tree_fairseq.analysis.path_lengths",
+        description="LCRS path lengths (what tree positional encodings read) of a data-bin's source trees, "
+        "grouped by the words of each sentence's source line.")
+    parser.add_argument("data_bin", help="a data-bin made by tree-fairseq-preprocess, with source trees")
+    parser.add_argument("-s", "--source-lang", required=True)
+    parser.add_argument("-t", "--target-lang", required=True)
+    parser.add_argument("--split", default="test", help="the split to read (default: test)")
+    parser.add_argument("--source", required=True, metavar="FILE",
+                        help="the split's source side as text, one line per sentence (its words group the sentences)")
+    parser.add_argument("--by-length", default="10,20,30", metavar="N[,N...]",
+                        help="upper bounds of the groups in words, ascending (default 10,20,30: up to 10, 11-20, "
+                        "21-30, over 30)")
+    parser.add_argument("--steps", type=int, default=10,
+                        help="report the share of leaves whose path is longer than this many steps (default 10)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    if args.steps < 0:
+        parser.error(f"--steps {args.steps}: a path has zero or more steps")
+    try:
+        bounds = parse_bounds(args.by_length)
+        trees, leaves = read_split(args.data_bin, args.split, args.source_lang, args.target_lang)
+        words = word_counts(args.source, len(trees), f"{args.data_bin} split {args.split!r}")
+    except (OSError, ValueError) as error:
+        sys.exit(f"path_lengths: error: {error}")
+    print(markdown(path_length_table(trees, leaves, words, bounds, args.steps), args.steps))
+
+
+if __name__ == "__main__":
+    main()
