@@ -68,7 +68,7 @@ def test_a_source_of_another_length_or_with_an_empty_line_is_refused(data_bin, t
     short = tmp_path / "short.de"
     short.write_text("a b\nc d\n", encoding="utf-8")
     message = refusal(capsys, folder, short)
-    assert f"--source {short} has 2 lines but {folder} split 'test' has 3 sentences" in message
+    assert f"--source {short} has 2 lines but {folder} split 'test' has 3: give" in message
     holes = tmp_path / "holes.de"
     holes.write_text("a b\n\nc d\n", encoding="utf-8")
     assert f"--source {holes} line 2 is empty" in refusal(capsys, folder, holes)

@@ -31,7 +31,7 @@ import sys
 
 import torch
 
-from tree_fairseq.cli.compare import length_groups, parse_bounds, read_lines
+from tree_fairseq.cli.compare import length_groups, parse_bounds, source_lengths
 
 
 def leaf_path_lengths(spans: torch.Tensor, leaves: int) -> list[int]:
@@ -63,20 +63,6 @@ def read_split(data_bin: str, split: str, src: str, tgt: str) -> tuple[list, lis
     if len(tokens) != len(spans):
         raise ValueError(f"{data_bin}: split {split!r} has {len(tokens)} source sentences but {len(spans)} trees")
     return [spans[i] for i in range(len(spans))], [len(tokens[i]) for i in range(len(tokens))]
-
-
-def word_counts(path: str, sentences: int, where: str) -> list[int]:
-    """The words of each line of the source side, one line per sentence of ``where``."""
-    if not os.path.isfile(path):
-        raise ValueError(f"--source {path}: no such file")
-    lines = read_lines(path)
-    if len(lines) != sentences:
-        raise ValueError(f"--source {path} has {len(lines)} lines but {where} has {sentences} sentences: give the "
-                         "source side of the same split, one line per sentence")
-    for number, line in enumerate(lines, 1):
-        if not line.split():
-            raise ValueError(f"--source {path} line {number} is empty: every sentence has words")
-    return [len(line.split()) for line in lines]
 
 
 def path_length_table(trees: list, leaves: list[int], words: list[int], bounds: list[int], steps: int) -> list[dict]:
@@ -132,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         bounds = parse_bounds(args.by_length)
         trees, leaves = read_split(args.data_bin, args.split, args.source_lang, args.target_lang)
-        words = word_counts(args.source, len(trees), f"{args.data_bin} split {args.split!r}")
+        words = source_lengths(args.source, len(trees), f"{args.data_bin} split {args.split!r}")
     except (OSError, ValueError) as error:
         sys.exit(f"path_lengths: error: {error}")
     print(markdown(path_length_table(trees, leaves, words, bounds, args.steps), args.steps))

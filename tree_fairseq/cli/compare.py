@@ -627,13 +627,14 @@ def check_outputs_paths(args, json_path: str, runs: list[str]) -> None:
             raise ValueError(f"--source {args.source} is the reference: give the test set's source side")
 
 
-def source_lengths(path: str, sentences: int) -> list[int]:
-    """The words of each line of the test set's source side, one line per test sentence."""
+def source_lengths(path: str, sentences: int, counted: str = "the reference") -> list[int]:
+    """The words of each line of the test set's source side, one line per test sentence (of
+    ``counted``, the file they are counted in)."""
     if not os.path.isfile(path):
         raise ValueError(f"--source {path}: no such file")
     lines = read_lines(path)
     if len(lines) != sentences:
-        raise ValueError(f"--source {path} has {len(lines)} lines but the reference has {sentences}: give the source "
+        raise ValueError(f"--source {path} has {len(lines)} lines but {counted} has {sentences}: give the source "
                          "side of the same test set, one line per sentence")
     empty = [number for number, line in enumerate(lines, 1) if not line.split()]
     if empty:
