@@ -408,6 +408,28 @@ def test_by_length_gives_each_systems_output_length_per_group(results, tmp_path,
     assert "| good | " in table and f"{good['mean']:.3f} ± {good['sd']:.3f}" in table
 
 
+def test_by_length_gives_no_length_where_the_references_are_empty(tmp_path, capsys):
+    """A group whose reference lines are all empty has no output length (not NaN or infinity in
+    the JSON): None, printed as such."""
+    refs = reference()
+    long = [i for i in range(SENTENCES) if 1 + i % 40 > 30]
+    for i in long:
+        refs[i] = ""
+    write(tmp_path / f"ref.{LANG}", refs)
+    for run in ("same1", "same2", "other1", "other2"):
+        write(tmp_path / f"{run}.hyp.{LANG}", corrupt(reference(), *RUNS[run]))
+    write(tmp_path / "source.txt", source_words(SENTENCES))
+    report = run_compare(tmp_path, "--system", "same=same1,same2", "--system", "other=other1,other2",
+                         "--pair", "same:other", "--by-length", "30", "--source", str(tmp_path / "source.txt"))
+    short, empty = report["by_length"]["groups"]
+    assert empty["count"] == len(long) and empty["length"]["same"] == {
+        "mean": None, "sd": None, "runs": {"same1": None, "same2": None}}
+    assert 0.8 < short["length"]["same"]["mean"] < 0.9
+    assert "NaN" not in (tmp_path / "out.json").read_text() and "Infinity" not in (tmp_path / "out.json").read_text()
+    table = capsys.readouterr().out.split("Output length by source length", 1)[1]
+    assert next(line for line in table.splitlines() if line.startswith("| same |")).endswith("| no reference tokens |")
+
+
 def test_by_length_reports_an_empty_group(results, tmp_path, capsys):
     write(tmp_path / "source.txt", source_words(SENTENCES))
     report = run_compare(results, *SYSTEMS, *PAIRS, "--by-length", "40,50", "--source", str(tmp_path / "source.txt"))

@@ -414,7 +414,8 @@ def compare_by_length(statistics: dict, metrics: dict, systems: dict[str, list[s
         group["length"] = {}
         for name, system_runs in systems.items():
             ratios = {run: length_ratio(statistics["BLEU"][run][indices]) for run in system_runs}
-            group["length"][name] = {**mean_and_sd(list(ratios.values())), "runs": ratios}
+            figure = mean_and_sd(list(ratios.values())) if None not in ratios.values() else {"mean": None, "sd": None}
+            group["length"][name] = {**figure, "runs": ratios}
         for a, b in pairs:
             entry = {"a": a, "b": b}
             for name in METRICS:
@@ -429,11 +430,12 @@ def compare_by_length(statistics: dict, metrics: dict, systems: dict[str, list[s
     return figures
 
 
-def length_ratio(bleu_statistics: np.ndarray) -> float:
+def length_ratio(bleu_statistics: np.ndarray) -> float | None:
     """Hypothesis tokens over reference tokens of these sentences' BLEU statistics, whose first two
-    columns are sacreBLEU's hypothesis and (closest) reference lengths."""
+    columns are sacreBLEU's hypothesis and (closest) reference lengths; None where the references
+    have no token (empty lines), which no ratio describes."""
     hypothesis, reference = bleu_statistics[:, :2].sum(axis=0)
-    return float(hypothesis / reference)
+    return float(hypothesis / reference) if reference > 0 else None
 
 
 def _mean_sd(figure: dict, digits: int) -> str:
@@ -499,7 +501,8 @@ def markdown(report: dict) -> str:
                   "| system | " + " | ".join(f"{group['sentences']} ({group['count']})" for group in groups) + " |",
                   "|---|" + "--:|" * len(groups)]
         for name in report["systems"]:
-            cells = [_mean_sd(group["length"][name], 3) if "length" in group else "no sentences" for group in groups]
+            cells = ["no sentences" if "length" not in group else "no reference tokens"
+                     if group["length"][name]["mean"] is None else _mean_sd(group["length"][name], 3) for group in groups]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
