@@ -438,6 +438,14 @@ def length_ratio(bleu_statistics: np.ndarray) -> float | None:
     return float(hypothesis / reference) if reference > 0 else None
 
 
+def _length_cell(group: dict, name: str) -> str:
+    """A system's output length in one group of the breakdown, as the Markdown table prints it."""
+    if "length" not in group:
+        return "no sentences"
+    figure = group["length"][name]
+    return "no reference tokens" if figure["mean"] is None else _mean_sd(figure, 3)
+
+
 def _mean_sd(figure: dict, digits: int) -> str:
     """``mean ± sd``, or the mean alone for a system of one run."""
     text = f"{figure['mean']:.{digits}f}"
@@ -501,9 +509,7 @@ def markdown(report: dict) -> str:
                   "| system | " + " | ".join(f"{group['sentences']} ({group['count']})" for group in groups) + " |",
                   "|---|" + "--:|" * len(groups)]
         for name in report["systems"]:
-            cells = ["no sentences" if "length" not in group else "no reference tokens"
-                     if group["length"][name]["mean"] is None else _mean_sd(group["length"][name], 3) for group in groups]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            lines.append(f"| {name} | " + " | ".join(_length_cell(group, name) for group in groups) + " |")
     return "\n".join(lines)
 
 
