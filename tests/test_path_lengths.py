@@ -34,8 +34,11 @@ def test_the_paths_of_hand_made_trees(data_bin, capsys):
     folder, text = data_bin
     trees, leaves = path_lengths.read_split(str(folder), "test", "de", "en")
     assert leaves == [5, 5, 13]  # the words and the end of the sentence
-    assert [path_lengths.leaf_path_lengths(tree, n) for tree, n in zip(trees, leaves)] == [
-        [1, 2, 3, 4], [2, 3, 3, 4], list(range(1, 13))]
+    expected = [[1, 2, 3, 4], [2, 3, 3, 4], list(range(1, 13))]
+    # Batched with trees of other sizes (padding in every batch), two at a time, or one by one.
+    for batch_size in (64, 2, 1):
+        assert path_lengths.leaf_path_lengths(trees, leaves, batch_size) == expected
+    assert path_lengths.leaf_path_lengths(trees[::-1], leaves[::-1], 2) == expected[::-1]
     rows = path_lengths.path_length_table(trees, leaves, [4, 4, 12], [10], steps=3)
     assert rows == [
         {"words": "<= 10", "sentences": 2, "leaves": 8, "mean_path": pytest.approx(2.75), "longest": 4,
@@ -73,6 +76,29 @@ def test_a_source_of_another_length_or_with_an_empty_line_is_refused(data_bin, t
     holes.write_text("a b\n\nc d\n", encoding="utf-8")
     assert f"--source {holes} line 2 is empty" in refusal(capsys, folder, holes)
     assert "no such file" in refusal(capsys, folder, tmp_path / "absent.de")
+
+
+def test_a_sentence_of_its_end_of_sentence_alone_is_refused(data_bin, tmp_path, capsys):
+    """tree-fairseq-preprocess writes no such sentence from a non-empty line; a data-bin rewritten by
+    hand could hold one, and its mean path would be a mean over nothing."""
+    import shutil
+
+    import numpy as np
+    from fairseq.data import data_utils, indexed_dataset
+
+    folder, text = data_bin
+    copy = tmp_path / "bin"
+    shutil.copytree(folder, copy)
+    prefix = str(copy / "test.de-en.de")
+    tokens = data_utils.load_indexed_dataset(prefix, None, "mmap")
+    sentences = [tokens[i] for i in range(len(tokens))]
+    builder = indexed_dataset.MMapIndexedDatasetBuilder(prefix + ".bin.new", dtype=np.uint16)
+    for i, sentence in enumerate(sentences):
+        builder.add_item(sentence[-1:] if i == 1 else sentence)
+    builder.finalize(prefix + ".idx")
+    (copy / "test.de-en.de.bin.new").replace(prefix + ".bin")
+    message = refusal(capsys, copy, text / "test.de")
+    assert f"{prefix}.bin: sentence 1 of split 'test' has no token before its end of sentence" in message
 
 
 def test_a_data_bin_without_trees_is_refused(plain_databin, tiny_corpus, capsys):

@@ -20,8 +20,9 @@ whose path is longer than ``--steps`` steps:
     python -m tree_fairseq.analysis.path_lengths WORK/spacy/data-bin/en-de -s en -t de --split test \\
         --source ../shared/data/iwslt14-de-en-lowres/test.en --by-length 10,20,30 --steps 10
 
-Refused, naming the file: a data-bin split without source trees, a source side whose line count
-is not the split's sentence count, an empty source line.
+Refused, naming the file: a data-bin split without source trees, a sentence with no token before
+its end of sentence, a source side whose line count is not the split's sentence count, an empty
+source line.
 """
 
 import argparse
@@ -34,18 +35,34 @@ import torch
 from tree_fairseq.cli.compare import length_groups, parse_bounds, source_lengths
 
 
-def leaf_path_lengths(spans: torch.Tensor, leaves: int) -> list[int]:
-    """The LCRS path length of each of a tree's ``leaves`` leaves but the last (the end of the
-    sentence), untruncated; ``spans`` is the tree's flat (start, end) pairs as the data-bin stores
-    them."""
+def leaf_path_lengths(trees: list[torch.Tensor], leaves: list[int], batch_size: int = 64) -> list[list[int]]:
+    """The LCRS path length of every leaf of each tree but its last (the end of the sentence),
+    untruncated. ``trees`` are flat (start, end) pairs as the data-bin stores them, ``leaves`` each
+    sentence's leaf count. Trees of similar size are batched together (at most ``batch_size`` a
+    batch, right-padded as the model's batches are) and the model's :func:`tree_paths` is called
+    once per batch."""
     from tree_fairseq.modules.tree_positional_encoding import tree_paths
 
-    spans = spans.view(-1, 2).long().unsqueeze(0)
-    nodes = spans.size(1)
-    # A path visits each item (node or leaf) at most once: nodes + leaves steps leave nothing out.
-    _, paths = tree_paths(spans, torch.zeros(1, leaves, dtype=torch.bool), torch.zeros(1, nodes, dtype=torch.bool),
-                          nodes + leaves)
-    return (paths[0, :-1] >= 0).sum(-1).tolist()
+    spans = [tree.view(-1, 2).long() for tree in trees]
+    lengths: list[list[int]] = [[] for _ in trees]
+    order = sorted(range(len(trees)), key=lambda i: (spans[i].size(0) + leaves[i], i))
+    for first in range(0, len(order), batch_size):
+        batch = order[first:first + batch_size]
+        num_nodes = max(spans[i].size(0) for i in batch)
+        num_leaves = max(leaves[i] for i in batch)
+        padded = torch.full((len(batch), num_nodes, 2), -1, dtype=torch.long)
+        node_padding = torch.ones(len(batch), num_nodes, dtype=torch.bool)
+        leaf_padding = torch.ones(len(batch), num_leaves, dtype=torch.bool)
+        for row, i in enumerate(batch):
+            padded[row, :spans[i].size(0)] = spans[i]
+            node_padding[row, :spans[i].size(0)] = False
+            leaf_padding[row, :leaves[i]] = False
+        # A path visits each item (node or leaf) at most once: nodes + leaves steps leave nothing out.
+        _, paths = tree_paths(padded, leaf_padding, node_padding, num_nodes + num_leaves)
+        steps = (paths >= 0).sum(-1)
+        for row, i in enumerate(batch):
+            lengths[i] = steps[row, :leaves[i] - 1].tolist()
+    return lengths
 
 
 def read_split(data_bin: str, split: str, src: str, tgt: str) -> tuple[list, list[int]]:
@@ -62,18 +79,24 @@ def read_split(data_bin: str, split: str, src: str, tgt: str) -> tuple[list, lis
         raise ValueError(f"{prefix}.bin/.idx: no source text of split {split!r} in {data_bin}")
     if len(tokens) != len(spans):
         raise ValueError(f"{data_bin}: split {split!r} has {len(tokens)} source sentences but {len(spans)} trees")
-    return [spans[i] for i in range(len(spans))], [len(tokens[i]) for i in range(len(tokens))]
+    leaves = [len(tokens[i]) for i in range(len(tokens))]
+    for i, count in enumerate(leaves):
+        if count < 2:
+            raise ValueError(f"{prefix}.bin: sentence {i} of split {split!r} has no token before its end of "
+                             "sentence, so no leaf path to measure")
+    return [spans[i] for i in range(len(spans))], leaves
 
 
 def path_length_table(trees: list, leaves: list[int], words: list[int], bounds: list[int], steps: int) -> list[dict]:
     """Per group of sentences by source words: sentences, leaves, the mean over sentences of their
     mean leaf path, the longest path, and the share of leaves with more than ``steps`` steps."""
+    paths = leaf_path_lengths(trees, leaves)
     rows = []
     for label, indices in length_groups(words, bounds):
-        lengths = [leaf_path_lengths(trees[i], leaves[i]) for i in indices]
+        lengths = [paths[i] for i in indices]
         pooled = [length for sentence in lengths for length in sentence]
         rows.append({"words": label, "sentences": len(indices), "leaves": len(pooled),
-                     "mean_path": statistics.mean(statistics.mean(s) for s in lengths if s) if pooled else None,
+                     "mean_path": statistics.mean(statistics.mean(s) for s in lengths) if pooled else None,
                      "longest": max(pooled) if pooled else None,
                      "beyond": sum(length > steps for length in pooled) / len(pooled) if pooled else None})
     return rows
