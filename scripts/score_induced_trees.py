@@ -27,7 +27,7 @@ run's own figures. A NAME already in ``--out`` is refused; the folder is made as
 place at the end, so a run stopped half-way (Ctrl-C, SIGTERM) leaves nothing and the second of two
 runs at once is refused::
 
-    python scripts/score_induced_trees.py publish --gold ptb-sample/wsj_0001-0199.mrg.txt \
+    python scripts/score_induced_trees.py publish --gold ptb-sample/wsj_0001-0199.mrg.txt \\
         --out docs/results/grammar-induction runs/ptb-small-seed1 runs/ptb-small-seed2
 
 ``score`` and ``table`` read published folders as they read workdirs (``score`` reads ``.gz`` files
