@@ -32,8 +32,9 @@ def run(data_bin, source, *extra):
 
 def test_the_paths_of_hand_made_trees(data_bin, capsys):
     folder, text = data_bin
-    trees, leaves = path_lengths.read_split(str(folder), "test", "de", "en")
+    trees, leaves, words = path_lengths.read_split(str(folder), "test", "de", "en")
     assert leaves == [5, 5, 13]  # the words and the end of the sentence
+    assert words == [(4, 4), (4, 4), (12, 12)]
     expected = [[1, 2, 3, 4], [2, 3, 3, 4], list(range(1, 13))]
     # Batched with trees of other sizes (padding in every batch), two at a time, or one by one.
     for batch_size in (64, 2, 1):
@@ -99,6 +100,68 @@ def test_a_sentence_of_its_end_of_sentence_alone_is_refused(data_bin, tmp_path, 
     (copy / "test.de-en.de.bin.new").replace(prefix + ".bin")
     message = refusal(capsys, copy, text / "test.de")
     assert f"{prefix}.bin: sentence 1 of split 'test' has no token before its end of sentence" in message
+
+
+def test_a_source_with_other_words_than_the_data_bins_is_refused(data_bin, tmp_path, capsys):
+    """Another text of the split's length (the target side, another split) would group other
+    sentences' paths: refused at its first line whose word count is not its sentence's."""
+    folder, _ = data_bin
+    other = tmp_path / "other.en"
+    other.write_text("a b c d\na b c\n" + TWELVE + "\n", encoding="utf-8")
+    message = refusal(capsys, folder, other)
+    assert f"--source {other} line 2 has 3 words but sentence 1 of {folder} has 4 (1 of 3 lines differ)" in message
+
+
+@pytest.mark.parametrize("subword_format, pieces", [
+    ("subword_nmt", "th@@ is is a sent@@ en@@ ce"),
+    ("sentencepiece", "\u2581th is \u2581is \u2581a \u2581sent en ce"),
+])
+def test_words_are_counted_with_their_subword_pieces_joined(tmp_path, capsys, subword_format, pieces):
+    text = tmp_path / "text"
+    text.mkdir()
+    for split in ("train", "valid", "test"):
+        (text / f"{split}.de").write_text(pieces + "\n", encoding="utf-8")
+        (text / f"{split}.tree.de").write_text("(S (NP this) (VP is (NP a sentence)))\n", encoding="utf-8")
+        (text / f"{split}.en").write_text("das ist ein Satz\n", encoding="utf-8")
+    folder = preprocess(text, tmp_path / "bin", "--subword-format", subword_format)
+    _, leaves, words = path_lengths.read_split(str(folder), "test", "de", "en")
+    assert (leaves, words) == ([8], [(4, 4)])
+    (tmp_path / "words.de").write_text("this is a sentence\n", encoding="utf-8")
+    run(folder, tmp_path / "words.de", "--by-length", "10")
+    assert "| <= 10 | 1 | 7 |" in capsys.readouterr().out
+    message = refusal(capsys, folder, text / "test.de")  # the pieces themselves are no words
+    assert "line 1 has 7 words but sentence 0" in message
+
+
+def test_unknown_pieces_may_or_may_not_end_a_word():
+    assert path_lengths.word_bounds(["th@@", "is", "is", None, "ce"], sentencepiece=False) == (3, 4)
+    assert path_lengths.word_bounds(["th@@", None], sentencepiece=False) == (1, 1)  # the last ends a word
+    assert path_lengths.word_bounds(["\u2581th", None, "\u2581is"], sentencepiece=True) == (2, 3)
+    assert path_lengths.word_bounds([None, "is"], sentencepiece=True) == (1, 1)  # the first starts one
+    assert path_lengths.word_bounds(["a", "b", "c"], sentencepiece=False) == (3, 3)
+
+
+def test_a_test_piece_unknown_to_the_dictionary_leaves_its_word_open(tmp_path, capsys):
+    """'ab@@' is in no training sentence: the data-bin keeps <unk>, and the test line may have 4 or
+    5 words (sent@@ <unk> ce: one word or two)."""
+    text = tmp_path / "text"
+    text.mkdir()
+    for split, pieces, words in (("train", "th@@ is is a sent@@ en@@ ce", "this is a sentence"),
+                                 ("valid", "th@@ is is a sent@@ en@@ ce", "this is a sentence"),
+                                 ("test", "th@@ is is a sent@@ ab@@ ce", "this is a sentabce")):
+        (text / f"{split}.de").write_text(pieces + "\n", encoding="utf-8")
+        (text / f"{split}.tree.de").write_text(f"(S {words})\n", encoding="utf-8")
+        (text / f"{split}.en").write_text("das ist ein Satz\n", encoding="utf-8")
+    folder = preprocess(text, tmp_path / "bin")
+    assert path_lengths.read_split(str(folder), "test", "de", "en")[2] == [(4, 5)]
+    for words in ("this is a sentabce", "this is a sent abce"):
+        (tmp_path / "words.de").write_text(words + "\n", encoding="utf-8")
+        run(folder, tmp_path / "words.de")
+        assert "| <= 10 | 1 | 7 |" in capsys.readouterr().out
+    (tmp_path / "words.de").write_text("this is a sen t abce\n", encoding="utf-8")
+    message = refusal(capsys, folder, tmp_path / "words.de")
+    assert "line 1 has 6 words but sentence 0 of" in message
+    assert "has 4 to 5 (its unknown pieces may or may not end a word) (1 of 1 lines differ)" in message
 
 
 def test_a_data_bin_without_trees_is_refused(plain_databin, tiny_corpus, capsys):

@@ -22,7 +22,8 @@ whose path is longer than ``--steps`` steps:
 
 Refused, naming the file: a data-bin split without source trees, a sentence with no token before
 its end of sentence, a source side whose line count is not the split's sentence count, an empty
-source line.
+source line, a line whose words are not as many as its sentence's in the data-bin (its subword
+pieces joined): the target side, another split or untokenised text would group other sentences.
 """
 
 import argparse
@@ -65,10 +66,11 @@ def leaf_path_lengths(trees: list[torch.Tensor], leaves: list[int], batch_size: 
     return lengths
 
 
-def read_split(data_bin: str, split: str, src: str, tgt: str) -> tuple[list, list[int]]:
-    """The split's source trees (flat spans) and each sentence's leaf count (its tokens with the
-    end of sentence) from a data-bin."""
-    from fairseq.data import data_utils
+def read_split(data_bin: str, split: str, src: str, tgt: str) -> tuple[list, list[int], list[tuple[int, int]]]:
+    """The split's source trees (flat spans), each sentence's leaf count (its tokens with the end of
+    sentence) and the fewest and most words its subword pieces make (:func:`word_bounds`) from a
+    data-bin."""
+    from fairseq.data import Dictionary, data_utils
 
     from tree_fairseq.data.tree_streams import load_tree_streams
 
@@ -79,12 +81,50 @@ def read_split(data_bin: str, split: str, src: str, tgt: str) -> tuple[list, lis
         raise ValueError(f"{prefix}.bin/.idx: no source text of split {split!r} in {data_bin}")
     if len(tokens) != len(spans):
         raise ValueError(f"{data_bin}: split {split!r} has {len(tokens)} source sentences but {len(spans)} trees")
-    leaves = [len(tokens[i]) for i in range(len(tokens))]
-    for i, count in enumerate(leaves):
-        if count < 2:
+    dictionary = Dictionary.load(os.path.join(data_bin, f"dict.{src}.txt"))
+    # Pieces with neither mark (a text without subwords) are words either way.
+    sentencepiece = not any(symbol.endswith("@@") for symbol in dictionary.symbols) and any(
+        symbol.startswith("\u2581") for symbol in dictionary.symbols)
+    leaves, words = [], []
+    for i in range(len(tokens)):
+        sentence = tokens[i]
+        if len(sentence) < 2:
             raise ValueError(f"{prefix}.bin: sentence {i} of split {split!r} has no token before its end of "
                              "sentence, so no leaf path to measure")
-    return [spans[i] for i in range(len(spans))], leaves
+        leaves.append(len(sentence))
+        pieces = [None if index == dictionary.unk() else dictionary[index] for index in sentence[:-1].tolist()]
+        words.append(word_bounds(pieces, sentencepiece))
+    return [spans[i] for i in range(len(spans))], leaves, words
+
+
+def word_bounds(pieces: list[str | None], sentencepiece: bool) -> tuple[int, int]:
+    """The fewest and the most words a sentence's subword pieces make (None for an unknown piece,
+    whose mark the data-bin has not kept). subword-nmt marks a piece that its word goes on after
+    ('@@'), sentencepiece the first piece of a word ('\u2581'); the sentence's last piece ends a word
+    and its first starts one, whatever their marks. The two bounds differ by the unknown pieces."""
+    always = 0 if sentencepiece else len(pieces) - 1
+    counted, unknown = 0, 0
+    for position, piece in enumerate(pieces):
+        if position == always:
+            counted += 1
+        elif piece is None:
+            unknown += 1
+        elif piece.startswith("\u2581") if sentencepiece else not piece.endswith("@@"):
+            counted += 1
+    return counted, counted + unknown
+
+
+def check_source(path: str, words: list[int], binned: list[tuple[int, int]], data_bin: str) -> None:
+    """Refuses a source side whose lines do not have the words of the data-bin's sentences (the
+    target side, another split, untokenised text): the groups would be another text's."""
+    differ = [i for i, (given, (low, high)) in enumerate(zip(words, binned)) if not low <= given <= high]
+    if differ:
+        i = differ[0]
+        low, high = binned[i]
+        stored = f"{low}" if low == high else f"{low} to {high} (its unknown pieces may or may not end a word)"
+        raise ValueError(f"--source {path} line {i + 1} has {words[i]} words but sentence {i} of {data_bin} has "
+                         f"{stored} ({len(differ)} of {len(words)} lines differ): give the tokenised source side "
+                         "the data-bin was made from")
 
 
 def path_length_table(trees: list, leaves: list[int], words: list[int], bounds: list[int], steps: int) -> list[dict]:
@@ -124,7 +164,8 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("-t", "--target-lang", required=True)
     parser.add_argument("--split", default="test", help="the split to read (default: test)")
     parser.add_argument("--source", required=True, metavar="FILE",
-                        help="the split's source side as text, one line per sentence (its words group the sentences)")
+                        help="the split's tokenised source side, one line per sentence, as the data-bin was made from it "
+                        "(its words group the sentences; a line must have its sentence's words)")
     parser.add_argument("--by-length", default="10,20,30", metavar="N[,N...]",
                         help="upper bounds of the groups in words, ascending (default 10,20,30: up to 10, 11-20, "
                         "21-30, over 30)")
@@ -140,8 +181,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--steps {args.steps}: a path has zero or more steps")
     try:
         bounds = parse_bounds(args.by_length)
-        trees, leaves = read_split(args.data_bin, args.split, args.source_lang, args.target_lang)
+        trees, leaves, binned = read_split(args.data_bin, args.split, args.source_lang, args.target_lang)
         words = source_lengths(args.source, len(trees), f"{args.data_bin} split {args.split!r}")
+        check_source(args.source, words, binned, args.data_bin)
     except (OSError, ValueError) as error:
         sys.exit(f"path_lengths: error: {error}")
     print(markdown(path_length_table(trees, leaves, words, bounds, args.steps), args.steps))
