@@ -464,6 +464,23 @@ def test_by_length_refuses_a_source_of_another_length_or_the_reference(results, 
     assert "holes.txt line 7 is empty" in message
 
 
+def test_by_length_refuses_the_target_side_tokenised_or_not(results, tmp_path):
+    """The reference's text in another file (lower-cased, spaced otherwise) is the target side; a
+    source side with a few lines the reference's is not refused."""
+    refs = (results / f"ref.{LANG}").read_text(encoding="utf-8").splitlines()
+    tokenised = [line.lower().replace(" ", "  ") for line in refs]
+    tokenised[:140] = source_words(SENTENCES)[:140]  # 160 of 300 lines the reference's
+    write(tmp_path / f"test.{LANG}", tokenised)
+    message = refusal(results, *SYSTEMS, *PAIRS, "--by-length", "10", "--source", str(tmp_path / f"test.{LANG}"))
+    assert f"test.{LANG}: 160 of {SENTENCES} lines are the reference's text" in message
+    assert "it is the target side; give the test set's source side" in message
+    source = source_words(SENTENCES)
+    source[:150] = refs[:150]  # half the lines: not refused
+    write(tmp_path / "source.txt", source)
+    grouped = run_compare(results, *SYSTEMS, *PAIRS, "--by-length", "10", "--source", str(tmp_path / "source.txt"))
+    assert sum(group["count"] for group in grouped["by_length"]["groups"]) == SENTENCES
+
+
 def test_plot_draws_the_runs_and_the_intervals(results, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "comparison.png"

@@ -43,6 +43,7 @@ Only numpy and sacrebleu are imported (no fairseq, no torch; matplotlib for ``--
 """
 
 import argparse
+import html
 import os
 import shlex
 import sys
@@ -101,7 +102,8 @@ def get_parser() -> argparse.ArgumentParser:
                         "system's output length per group; needs --source")
     parser.add_argument("--source", metavar="FILE",
                         help="the test set's source side, one line per test sentence (its words, split at "
-                        "whitespace, are the sentence's length for --by-length)")
+                        "whitespace, are the sentence's length for --by-length); a file most of whose lines are the "
+                        "reference's text is the target side and refused")
     parser.add_argument("--plot", metavar="FILE",
                         help="draw each system's runs with their mean and each pair's interval (BLEU) to FILE "
                         "(.png, .pdf or .svg; needs matplotlib, the analysis extra)")
@@ -586,6 +588,8 @@ def main(argv: list[str] | None = None) -> None:
         refs, hyps = load_outputs(args.results, args.lang, runs)
         check_memory(args.bootstrap, len(refs))
         lengths = source_lengths(args.source, len(refs)) if bounds is not None else None
+        if bounds is not None:
+            check_not_the_target_side(args.source, refs)
         groups = length_groups(lengths, bounds) if bounds is not None else None
         report = compare(refs, hyps, systems, pairs, args.bootstrap, args.seed, groups)
         if bounds is not None:
@@ -650,6 +654,21 @@ def source_lengths(path: str, sentences: int, counted: str = "the reference") ->
         raise ValueError(f"--source {path} line {empty[0]} is empty ({len(empty)} empty line(s)): every test sentence "
                          "has words")
     return [len(line.split()) for line in lines]
+
+
+def check_not_the_target_side(path: str, refs: list[str]) -> None:
+    """Refuses a --source most of whose lines are the reference's text, tokenised or not (spacing,
+    case and HTML escapes such as Moses' ``&apos;`` aside): the target side of the test set, whose
+    words would group the sentences by the translation's length. A few lines of a source side can
+    be the reference's ("okay ."); most cannot."""
+
+    def text(line: str) -> str:
+        return "".join(html.unescape(line).split()).lower()
+
+    same = sum(text(line) == text(ref) for line, ref in zip(read_lines(path), refs))
+    if same > len(refs) / 2:
+        raise ValueError(f"--source {path}: {same} of {len(refs)} lines are the reference's text (spacing, case and "
+                         "HTML escapes aside): it is the target side; give the test set's source side")
 
 
 if __name__ == "__main__":
