@@ -63,6 +63,7 @@ import time
 from pathlib import Path
 
 import tree_fairseq_console  # noqa: F401  (before tree_fairseq: nothing of fairseq's is loaded here)
+from tree_fairseq.cli import DefaultsHelpFormatter
 from tree_fairseq.cli.files import write_json
 
 PARSERS = ("spacy", "bracketed", "conllu", "balanced", "left", "right", "stanza")
@@ -75,7 +76,7 @@ def get_parser():
         prog="benchmark_prep.py", description=__doc__.split("\n\n")[0],
         epilog="Example: benchmark_prep.py --src bpe/train.en --tgt bpe/train.de --trees bpe/train.tree.en "
                "--workdir /tmp/prep-bench --lines 100000",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--src", type=Path, help="BPE'd source text")
     parser.add_argument("--tgt", type=Path, help="BPE'd target text")
     parser.add_argument("--trees", type=Path, help="bracketed source trees over the words, one per line")

@@ -62,6 +62,7 @@ import time
 from pathlib import Path
 
 import tree_fairseq
+from tree_fairseq.cli import DefaultsHelpFormatter
 from tree_fairseq.models.tree_pe_transformer import DECODER_POSITIONS
 from tree_fairseq.trees import TreeError
 from tree_fairseq.trees.for2lam_corpus import for2lam_pairs
@@ -75,7 +76,7 @@ log = logging.getLogger("for2lam")
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0] + " Writes --workdir, prints whole-program accuracy.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--workdir", type=Path, help="where data, data-bin, checkpoint and outputs go "
                                                       "(default: a new temporary directory)")
     parser.add_argument("--train", type=int, default=4000, help="training programs")

@@ -53,6 +53,7 @@ import time
 from pathlib import Path
 
 import tree_fairseq
+from tree_fairseq.cli import DefaultsHelpFormatter
 from tree_fairseq.trees import Tree, TreeError, parse_tree
 from tree_fairseq.trees.evaluation import bracket_f1, brackets
 from tree_fairseq.trees.linearize import (
@@ -75,7 +76,7 @@ log = logging.getLogger("parse_as_translation")
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0] + " Reads --ptb, writes --workdir, prints a table.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--ptb", type=Path, default=DEFAULT_PTB, help="PTB trees, one per line")
     parser.add_argument("--workdir", type=Path, help="where data, data-bins, checkpoints and outputs go "
                                                       "(default: a new temporary directory)")
