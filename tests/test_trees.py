@@ -8,7 +8,7 @@ import torch
 
 from conftest import shared_data
 from tree_fairseq.trees import (
-    Node, Tree, TreeError, align, canonical, expand_subwords, group_pieces, node_tensors,
+    Node, Tree, TreeError, align, canonical, dictionary_subword_format, expand_subwords, group_pieces, node_tensors,
     parse_tree, read_bracketed, tree_over_tokens, trivial_tree,
 )
 
@@ -140,6 +140,14 @@ def test_sentencepiece_pieces_become_subtrees():
     pieces = "\u2581the \u2581dog house \u2581barks \u2581 ,".split()
     expanded = expand_subwords(tree, pieces, "sentencepiece")
     assert spans(expanded) == [("@BPE", 1, 2), ("NP", 0, 2), ("@BPE", 4, 5), ("VP", 3, 5), ("S", 0, 5)]
+
+
+def test_a_dictionary_tells_its_subword_format():
+    # The task and the path-length analysis read a data-bin's format from its dictionary alone.
+    assert dictionary_subword_format(["the", "dog@@", "se"]) == "subword_nmt"
+    assert dictionary_subword_format(["\u2581the", "house", "\u2581"]) == "sentencepiece"
+    assert dictionary_subword_format(["the", "house"]) == "subword_nmt"  # words: either format reads them alike
+    assert dictionary_subword_format([]) == "subword_nmt"
 
 
 def test_pieces_that_do_not_spell_the_leaves_are_an_error():

@@ -33,7 +33,8 @@ import sys
 
 import torch
 
-from tree_fairseq.cli.compare import length_groups, parse_bounds, source_lengths
+from tree_fairseq.cli.compare import length_groups, parse_bounds, source_lines
+from tree_fairseq.trees import dictionary_subword_format
 
 
 def leaf_path_lengths(trees: list[torch.Tensor], leaves: list[int], batch_size: int = 64) -> list[list[int]]:
@@ -82,9 +83,7 @@ def read_split(data_bin: str, split: str, src: str, tgt: str) -> tuple[list, lis
     if len(tokens) != len(spans):
         raise ValueError(f"{data_bin}: split {split!r} has {len(tokens)} source sentences but {len(spans)} trees")
     dictionary = Dictionary.load(os.path.join(data_bin, f"dict.{src}.txt"))
-    # Pieces with neither mark (a text without subwords) are words either way.
-    sentencepiece = not any(symbol.endswith("@@") for symbol in dictionary.symbols) and any(
-        symbol.startswith("\u2581") for symbol in dictionary.symbols)
+    sentencepiece = dictionary_subword_format(dictionary.symbols[dictionary.nspecial:]) == "sentencepiece"
     leaves, words = [], []
     for i in range(len(tokens)):
         sentence = tokens[i]
@@ -164,8 +163,8 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("-t", "--target-lang", required=True)
     parser.add_argument("--split", default="test", help="the split to read (default: test)")
     parser.add_argument("--source", required=True, metavar="FILE",
-                        help="the split's tokenised source side, one line per sentence, as the data-bin was made from it "
-                        "(its words group the sentences; a line must have its sentence's words)")
+                        help="the split's tokenised source side, one line per sentence, as the data-bin was made "
+                        "from it (its words group the sentences; a line must have its sentence's words)")
     parser.add_argument("--by-length", default="10,20,30", metavar="N[,N...]",
                         help="upper bounds of the groups in words, ascending (default 10,20,30: up to 10, 11-20, "
                         "21-30, over 30)")
@@ -182,7 +181,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         bounds = parse_bounds(args.by_length)
         trees, leaves, binned = read_split(args.data_bin, args.split, args.source_lang, args.target_lang)
-        words = source_lengths(args.source, len(trees), f"{args.data_bin} split {args.split!r}")
+        words = [len(line.split()) for line in source_lines(args.source, len(trees),
+                                                           f"{args.data_bin} split {args.split!r}")]
         check_source(args.source, words, binned, args.data_bin)
     except (OSError, ValueError) as error:
         sys.exit(f"path_lengths: error: {error}")

@@ -587,10 +587,11 @@ def main(argv: list[str] | None = None) -> None:
         check_outputs_paths(args, path, runs)
         refs, hyps = load_outputs(args.results, args.lang, runs)
         check_memory(args.bootstrap, len(refs))
-        lengths = source_lengths(args.source, len(refs)) if bounds is not None else None
+        groups = None
         if bounds is not None:
-            check_not_the_target_side(args.source, refs)
-        groups = length_groups(lengths, bounds) if bounds is not None else None
+            lines = source_lines(args.source, len(refs))
+            check_not_the_target_side(args.source, lines, refs)
+            groups = length_groups([len(line.split()) for line in lines], bounds)
         report = compare(refs, hyps, systems, pairs, args.bootstrap, args.seed, groups)
         if bounds is not None:
             report["by_length"] = {"source": args.source, "bounds": bounds, "groups": report.pop("groups")}
@@ -640,9 +641,9 @@ def check_outputs_paths(args, json_path: str, runs: list[str]) -> None:
             raise ValueError(f"--source {args.source} is the reference: give the test set's source side")
 
 
-def source_lengths(path: str, sentences: int, counted: str = "the reference") -> list[int]:
-    """The words of each line of the test set's source side, one line per test sentence (of
-    ``counted``, the file they are counted in)."""
+def source_lines(path: str, sentences: int, counted: str = "the reference") -> list[str]:
+    """The lines of the test set's source side, refused unless there is one per test sentence (of
+    ``counted``, the file they are counted in) and every one has words."""
     if not os.path.isfile(path):
         raise ValueError(f"--source {path}: no such file")
     lines = read_lines(path)
@@ -653,10 +654,10 @@ def source_lengths(path: str, sentences: int, counted: str = "the reference") ->
     if empty:
         raise ValueError(f"--source {path} line {empty[0]} is empty ({len(empty)} empty line(s)): every test sentence "
                          "has words")
-    return [len(line.split()) for line in lines]
+    return lines
 
 
-def check_not_the_target_side(path: str, refs: list[str]) -> None:
+def check_not_the_target_side(path: str, lines: list[str], refs: list[str]) -> None:
     """Refuses a --source most of whose lines are the reference's text, tokenised or not (spacing,
     case and HTML escapes such as Moses' ``&apos;`` aside): the target side of the test set, whose
     words would group the sentences by the translation's length. A few lines of a source side can
@@ -665,7 +666,7 @@ def check_not_the_target_side(path: str, refs: list[str]) -> None:
     def text(line: str) -> str:
         return "".join(html.unescape(line).split()).lower()
 
-    same = sum(text(line) == text(ref) for line, ref in zip(read_lines(path), refs))
+    same = sum(text(line) == text(ref) for line, ref in zip(lines, refs))
     if same > len(refs) / 2:
         raise ValueError(f"--source {path}: {same} of {len(refs)} lines are the reference's text (spacing, case and "
                          "HTML escapes aside): it is the target side; give the test set's source side")

@@ -27,7 +27,7 @@ from tree_fairseq.parsing.record import (
     read_record, version_differences,
 )
 from tree_fairseq.tasks.resumed_batches import ResumedBatches
-from tree_fairseq.trees import SUBWORD_FORMATS, SUBWORD_LABELS, group_pieces
+from tree_fairseq.trees import SUBWORD_FORMATS, SUBWORD_LABELS, dictionary_subword_format, group_pieces
 from tree_fairseq.trees.dependency import DEPENDENCY_TREE_SHAPES
 
 logger = logging.getLogger(__name__)
@@ -488,8 +488,8 @@ def _subword_format(cfg: TreeTranslationConfig, src_dict: Dictionary) -> str:
     """The source pieces' format: the data-bin's dictionary tells (sentencepiece pieces start with
     \u2581); a --subword-format that contradicts it is refused, since every piece would be taken
     for a word of its own."""
-    sentencepiece = any(symbol.startswith("\u2581") for symbol in src_dict.symbols[src_dict.nspecial:])
-    found = "sentencepiece" if sentencepiece else "subword_nmt"
+    found = dictionary_subword_format(src_dict.symbols[src_dict.nspecial:])
+    sentencepiece = found == "sentencepiece"
     given = str(cfg.subword_format)
     if given == "sentencepiece" and not sentencepiece or given == "subword_nmt" and sentencepiece:
         raise ValueError(f"--subword-format {given}, but the source dictionary of {cfg.data} is "

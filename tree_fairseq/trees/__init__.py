@@ -5,14 +5,14 @@ imported when first asked for); no fairseq here."""
 from tree_fairseq.trees.align import align, canonical, tree_over_tokens, unescape
 from tree_fairseq.trees.bracketed import RawTree, TreeError, located, read_bracketed
 from tree_fairseq.trees.subwords import (
-    SUBWORD_FORMATS, SUBWORD_LABEL, SUBWORD_LABELS, expand_subwords, group_pieces,
+    SUBWORD_FORMATS, SUBWORD_LABEL, SUBWORD_LABELS, dictionary_subword_format, expand_subwords, group_pieces,
 )
 from tree_fairseq.trees.tree import Node, Tree, normalize, parse_tree
 from tree_fairseq.trees.trivial import TRIVIAL_SHAPES, trivial_tree
 
 __all__ = [
     "Node", "RawTree", "SUBWORD_FORMATS", "SUBWORD_LABEL", "SUBWORD_LABELS", "TRIVIAL_SHAPES", "Tree", "TreeError",
-    "align", "canonical", "expand_subwords", "group_pieces", "located", "node_tensors",
+    "align", "canonical", "dictionary_subword_format", "expand_subwords", "group_pieces", "located", "node_tensors",
     "normalize", "parse_tree", "read_bracketed", "tree_over_tokens", "trivial_tree", "unescape",
 ]
 

@@ -36,6 +36,13 @@ def check_labels(tree: Tree) -> None:
                         "dictionary's special symbols): relabel them in the parser output")
 
 
+def dictionary_subword_format(symbols: list[str]) -> str:
+    """The piece format of a data-bin's source dictionary (its non-special ``symbols``): sentencepiece
+    when a piece starts with ▁, else subword-nmt (a text without subwords reads the same either way).
+    The data-bin keeps no other record of it."""
+    return "sentencepiece" if any(symbol.startswith(_SENTENCEPIECE_SPACE) for symbol in symbols) else "subword_nmt"
+
+
 def group_pieces(pieces: list[str], subword_format: str) -> list[tuple[str, int, int]]:
     """The words spelled by the pieces: ``(word, first piece, last piece)`` each."""
     words: list[tuple[str, int, int]] = []
