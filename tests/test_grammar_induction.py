@@ -182,7 +182,9 @@ def test_seed_table_median_and_max_per_setting():
     assert ptb["all"] == {"median": pytest.approx(40), "max": pytest.approx(50)}
     assert ptb["short"] == {"median": pytest.approx(50), "max": pytest.approx(60)}
     assert rows["constituent attention, ptb+iwslt, m=3"]["all"] == {"median": pytest.approx(45), "max": pytest.approx(45)}
-    assert rows["random"]["all"] == {"median": pytest.approx(21.5), "max": pytest.approx(23)}
+    # Seed 1's random trees are the same in both settings: counted once (21, 22, 23, not 21, 21, 22, 23).
+    assert rows["random"]["seeds"] == [1, 2, 3]
+    assert rows["random"]["all"] == {"median": pytest.approx(22), "max": pytest.approx(23)}
     assert rows["right-branching"]["all"]["median"] == pytest.approx(40)
     assert induction.seed_table(runs, m=0)[0]["all"]["max"] == 0.0
     with pytest.raises(ValueError, match="seed\\(s\\) given twice"):
@@ -191,6 +193,10 @@ def test_seed_table_median_and_max_per_setting():
         induction.seed_table([result("ptb", 1, 0.3), result("ptb", 2, 0.4, arch="paper")])
     with pytest.raises(ValueError, match="m = 7 is not a layer"):
         induction.seed_table(runs, m=7)
+    other = result("ptb+iwslt", 2, 0.45)
+    other["baselines"]["random"]["all"]["sentence_f1"] = 0.5
+    with pytest.raises(ValueError, match="two runs of seed 2 hold different baseline figures"):
+        induction.seed_table(runs + [other])
 
 
 # The scripts on tiny synthetic trees

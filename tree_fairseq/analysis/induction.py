@@ -274,9 +274,16 @@ def seed_table(results: Sequence[dict], m: int = 3) -> list[dict]:
             raise ValueError(f"m = {m} is not a layer of {archs.pop()} (m = 0 .. {len(runs[0]['induced']) - 1})")
         rows.append(_row(f"constituent attention, {setting}, m={m}", sorted(seeds),
                          [run["induced"][str(m)] for run in runs]))
+    # The baselines are scored on the same sentences by every run, the random trees seeded by the run's
+    # seed: runs of two settings with one seed hold the same figures, counted once.
+    by_seed: dict[int, dict] = {}
+    for run in results:
+        if by_seed.setdefault(run["seed"], run["baselines"]) != run["baselines"]:
+            raise ValueError(f"two runs of seed {run['seed']} hold different baseline figures (other sentences "
+                             "or gold trees?): give runs scored on the same sentences")
     for name in ("random", "left-branching", "right-branching"):
-        found = [run["baselines"][name] for run in results]
-        rows.append(_row(name, sorted({run["seed"] for run in results}), found))
+        seeds = sorted(by_seed)
+        rows.append(_row(name, seeds, [by_seed[seed][name] for seed in seeds]))
     return rows
 
 
