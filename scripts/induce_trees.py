@@ -461,7 +461,7 @@ def train_until_converged(args, databin: Path, save_dir: Path, after_sitting) ->
     command = converged_command(args, databin, save_dir)
     trained_to = None
     while True:
-        lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.exists() else []
+        lines = patience.read_log(log)[0] if log.exists() else []
         bound, why = patience.max_epoch(lines, command, trained_to)
         if why:
             logging.info("patience: %s", why)
@@ -553,7 +553,7 @@ def evaluate_epochs(args, databin: Path, save_dir: Path, gold: list, sentences: 
     out = args.workdir / "results" / "epochs"
     out.mkdir(parents=True, exist_ok=True)
     log = save_dir / "train.log"
-    losses = dict(patience.validations(log.read_text(encoding="utf-8", errors="replace").splitlines()))
+    losses = dict(patience.validations(patience.read_log(log)[0]))
     for epoch, path in sorted(epoch_models(save_dir).items()):
         target = out / f"epoch{epoch}.json"
         scored = json.loads(target.read_text(encoding="utf-8")) if target.exists() else None
@@ -614,7 +614,7 @@ def finish(args, databin, save_dir, gold, sentences, short, valid, stopped: str)
     scores.json (its presence marks the run finished)."""
     results = args.workdir / "results"
     log = save_dir / "train.log"
-    found = patience.validations(log.read_text(encoding="utf-8", errors="replace").splitlines())
+    found = patience.validations(patience.read_log(log)[0])
     try:
         best_epoch, best_loss = patience.best_validation(found)
     except ValueError as error:

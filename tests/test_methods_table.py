@@ -36,7 +36,7 @@ def comparison(runs: dict[str, list[str]]) -> dict:
         }
     pair = {"a": "tree", "b": "base", "BLEU": {"difference": 0.5, "interval": [-0.25, 1.25], "p": 0.2, "holm_p": 0.4},
             "chrF": {"difference": -0.1, "interval": [-1.0, 0.8], "p": 0.9, "holm_p": 1.0}}
-    return {"systems": systems, "pairs": [pair]}
+    return {"command": "tree-fairseq-compare --results r --lang de", "systems": systems, "pairs": [pair]}
 
 
 def test_log_summary_counts_a_resumed_epoch_once(tmp_path):
@@ -112,10 +112,53 @@ def test_command_line_refusals(tmp_path, capsys):
     with pytest.raises(SystemExit, match="--logs .*nowhere: no such folder"):
         main([str(data), "--logs", str(tmp_path / "nowhere")])
     (tmp_path / "other.json").write_text(json.dumps({"scores": {}}))
-    with pytest.raises(SystemExit, match="other.json: it has no 'systems'"):
+    with pytest.raises(SystemExit, match="other.json: not a tree-fairseq-compare --json file"):
         main([str(tmp_path / "other.json")])
     (tmp_path / "broken.json").write_text("{")
     with pytest.raises(SystemExit, match="broken.json"):
         main([str(tmp_path / "broken.json")])
     assert main([str(data)]) == 0
     assert "| tree | 1 | 10.00 | 30.00 | 1.000 | – | – | – | – | not read |" in capsys.readouterr().out
+
+
+def test_a_log_cut_short_is_refused_not_read_as_figures(tmp_path):
+    """A log copied while its run wrote it ends mid-line: 'train_wall 25' of 'train_wall 253' would be
+    a fastest epoch of 0.4 minutes, 'loss 7' of 'loss 7.761' the best loss."""
+    path = tmp_path / "running.train.log"
+    write_log(path, [(1, 94, 253, 9.5), (2, 188, 260, 7.761)])
+    whole = path.read_text()
+    assert read_training_log(str(path)).fastest_epoch_minutes == pytest.approx(253 / 60)
+    for cut in (whole[:whole.rindex("train_wall 260") + len("train_wall 26")], whole[:whole.rindex("| loss 7") + 8]):
+        path.write_text(cut)
+        with pytest.raises(ValueError, match=r"running.train.log: line \d+ is cut short"):
+            read_training_log(str(path))
+
+
+def broken(change) -> dict:
+    data = comparison({"tree": ["tree", "tree.seed2"], "base": ["base"]})
+    change(data)
+    return data
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.pop("command"), "not a tree-fairseq-compare --json file"),
+    (lambda d: d.update(systems={}), "it has no 'systems'"),
+    (lambda d: d["systems"].update(tree=[]), "system 'tree' has no 'runs'"),
+    (lambda d: d["systems"]["tree"].update(runs="tree"), "system 'tree' has no 'runs'"),
+    (lambda d: d["systems"]["tree"]["BLEU"].update(mean=float("nan")), "system 'tree': its BLEU has no finite"),
+    (lambda d: d["systems"]["base"].pop("BP"), "system 'base': its BP has no finite"),
+    (lambda d: d["pairs"][0]["BLEU"].pop("holm_p"), "pair 1: its BLEU lacks"),
+    (lambda d: d["pairs"][0]["chrF"].update(interval=[0.1]), "pair 1: its chrF lacks"),
+    (lambda d: d.update(pairs={}), "its 'pairs' is not a list"),
+])
+def test_what_is_not_a_whole_comparison_is_refused_by_what_it_lacks(change, message):
+    with pytest.raises(ValueError, match=message):
+        table(broken(change), None)
+
+
+def test_a_results_folders_scores_json_is_refused(tmp_path):
+    """score.sh's scores.json has 'systems' too (each run's scores): not a comparison."""
+    path = tmp_path / "scores.json"
+    path.write_text(json.dumps({"systems": {"transformer": {"BLEU": 10.8, "chrF": 37.1, "BP": 0.987}}}))
+    with pytest.raises(SystemExit, match="scores.json: not a tree-fairseq-compare --json file"):
+        main([str(path)])

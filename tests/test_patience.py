@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tree_fairseq.cli.patience import max_epoch, standing, validations
+from tree_fairseq.cli.patience import main as patience_main
+from tree_fairseq.cli.patience import max_epoch, read_log, standing, validations
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -301,6 +302,21 @@ def test_patience_answers_without_loading_fairseq(tmp_path):
     imported = [line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")]
     assert "argparse" in imported
     assert not [name for name in imported if name.split(".")[0] in ("fairseq", "torch", "tree_fairseq")]
+
+
+def test_a_last_line_cut_short_is_not_a_validation(tmp_path, capsys):
+    """A sitting killed mid-line leaves '| loss 7' of '| loss 7.5': read as a best loss of 7.0 it would
+    restart the patience count. The line is left out; a whole last line is read."""
+    log = tmp_path / "train.log"
+    whole = "".join(valid_line(e, loss) for e, loss in [(1, 9.0), (2, 8.0), (3, 8.5), (4, 7.5)])
+    log.write_text(whole[:whole.rindex("| loss 7.5") + len("| loss 7")])
+    assert read_log(log) == ([line.rstrip("\n") for line in whole.splitlines(True)[:3]], 4)
+    patience_main([str(log), "fairseq-train", "--patience", "3"])
+    assert capsys.readouterr().out == "5\n"  # best at 2, epoch 3 not better: 2 + 3
+    log.write_text(whole)
+    assert read_log(log)[1] is None
+    patience_main([str(log), "fairseq-train", "--patience", "3"])
+    assert capsys.readouterr().out == "7\n"  # best at 4
 
 
 @pytest.mark.slow

@@ -28,14 +28,16 @@ figure rests on). A run whose log is not there is counted as "log not kept", nev
 
 import argparse
 import json
+import math
 import os
 import re
 import statistics
 import sys
 from dataclasses import dataclass
 
-from tree_fairseq.cli.patience import best_validation, epoch_records, validations
+from tree_fairseq.cli.patience import best_validation, epoch_records, read_log, validations
 
+METRICS = ("BLEU", "chrF", "BP")
 _TRAIN_EPOCH = re.compile(r"\| train \| epoch (\d+) \|(.*)$")
 _FIGURE = re.compile(r"\| (num_updates|train_wall) ([^|]+?) (?=\||$)")
 
@@ -62,8 +64,10 @@ def read_training_log(path: str) -> TrainingLog:
     earlier checkpoint) replaces what the log said from that epoch on, and a sitting that started the
     run afresh leaves out everything before it. The best epoch is the first of the lowest validation
     loss, as fairseq keeps it."""
-    with open(path, encoding="utf-8", errors="replace") as file:
-        lines = file.read().splitlines()
+    lines, cut = read_log(path)
+    if cut is not None:
+        raise ValueError(f"{path}: line {cut} is cut short (it ends without a newline): the log was copied while "
+                         "its run wrote it, or the run stopped mid-line; copy it again when the run has ended")
 
     def train_figures(match):
         fields = dict(_FIGURE.findall(match.group(2) + " "))
@@ -105,23 +109,55 @@ def _mean_sd(values: list[float], digits: int) -> str:
 
 
 def _figure(entry: dict, metric: str, digits: int) -> str:
-    figures = entry.get(metric)
-    if not isinstance(figures, dict) or "mean" not in figures:
-        return "–"
+    figures = entry[metric]
     if figures.get("sd") is None:
         return f"{figures['mean']:.{digits}f}"
     return f"{figures['mean']:.{digits}f} ± {figures['sd']:.{digits}f}"
 
 
-def table(comparison: dict, logs: str | None) -> str:
-    """The Markdown of the systems' table and the pairs' table."""
-    systems = comparison.get("systems") if isinstance(comparison, dict) else None
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_comparison(comparison) -> None:
+    """Refuses what is not a comparison tree-fairseq-compare wrote (a results folder's scores.json
+    also has 'systems'), or one missing a figure the table prints, naming the system or pair."""
+    command = comparison.get("command") if isinstance(comparison, dict) else None
+    if not isinstance(command, str) or command.split(" ", 1)[0] != "tree-fairseq-compare":
+        raise ValueError("not a tree-fairseq-compare --json file (its 'command' is not tree-fairseq-compare's)")
+    systems = comparison.get("systems")
     if not isinstance(systems, dict) or not systems:
         raise ValueError("it has no 'systems': not a tree-fairseq-compare --json file")
+    for name, entry in systems.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("runs"), dict) or not entry["runs"]:
+            raise ValueError(f"system {name!r} has no 'runs'")
+        for metric in METRICS:
+            figures = entry.get(metric)
+            if not (isinstance(figures, dict) and _finite(figures.get("mean"))
+                    and (figures.get("sd") is None or _finite(figures["sd"]))):
+                raise ValueError(f"system {name!r}: its {metric} has no finite 'mean' and 'sd'")
+    pairs = comparison.get("pairs", [])
+    if not isinstance(pairs, list):
+        raise ValueError("its 'pairs' is not a list")
+    for number, pair in enumerate(pairs, 1):
+        for metric in METRICS[:2]:
+            figures = pair.get(metric) if isinstance(pair, dict) else None
+            interval = figures.get("interval") if isinstance(figures, dict) else None
+            if not (isinstance(interval, list) and len(interval) == 2 and all(map(_finite, interval))
+                    and all(_finite(figures.get(key)) for key in ("difference", "p", "holm_p"))
+                    and isinstance(pair.get("a"), str) and isinstance(pair.get("b"), str)):
+                raise ValueError(f"pair {number}: its {metric} lacks a finite difference, interval, p or holm_p "
+                                 "(or the pair its systems' names)")
+
+
+def table(comparison: dict, logs: str | None) -> str:
+    """The Markdown of the systems' table and the pairs' table (:func:`check_comparison` first)."""
+    check_comparison(comparison)
+    systems = comparison["systems"]
     rows = ["| system | runs | BLEU | chrF | BP | epochs | updates | minutes / epoch | fastest epoch, minutes | logs |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, entry in systems.items():
-        runs = list(entry.get("runs", {}))
+        runs = list(entry["runs"])
         read = []
         for run in runs:
             path = os.path.join(logs, f"{run}.train.log") if logs else None
@@ -135,7 +171,7 @@ def table(comparison: dict, logs: str | None) -> str:
             f"| {_mean_sd([log.minutes_per_epoch for log in read], 1)} "
             f"| {_mean_sd([log.fastest_epoch_minutes for log in read], 1)} | {kept} |"
         )
-    pairs = comparison.get("pairs") or []
+    pairs = comparison.get("pairs", [])
     if pairs:
         rows += ["", "| pair (A − B) | BLEU difference [95% interval] | p (Holm) | chrF difference [95% interval] "
                  "| p (Holm) |", "| --- | --- | --- | --- | --- |"]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tree_fairseq.cli.patience import FRESH_START
+from tree_fairseq.cli.patience import FRESH_START, read_log
 
 # What fairseq's trainer logs when a sitting resumes from a checkpoint.
 _RESUMED = re.compile(r"Loaded checkpoint .* \(epoch \d+ @ (\d+) updates\)")
@@ -157,12 +157,9 @@ def main(argv=None) -> int:
     intervals, cut = [], None
     if args.log:
         try:
-            with open(args.log, encoding="utf-8", errors="replace") as log:
-                lines = log.readlines()
+            lines, cut = read_log(args.log)
         except OSError as error:
             sys.exit(f"{args.log}: {error.strerror}")
-        if lines and not lines[-1].endswith("\n"):
-            cut, lines = len(lines), lines[:-1]
         intervals = logged_intervals(lines)
         if not intervals:
             sys.exit(f"{args.log}: no train_inner line with wpb, bsz and num_updates "

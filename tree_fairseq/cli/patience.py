@@ -56,6 +56,16 @@ class Standing:
     last_epoch: int  # epoch of the last validation (0: none)
 
 
+def read_log(path) -> tuple[list[str], int | None]:
+    """The complete lines of a fairseq log (without their line ends), and the number of its last line
+    when that was left out for ending without a newline (the log read or copied while its run wrote
+    it, or the run stopped mid-line: ``| loss 7`` of ``| loss 7.761``), else None."""
+    with open(path, encoding="utf-8", errors="replace") as file:
+        lines = file.readlines()  # split at line ends only ("\r\n" read as "\n"), as a log's lines are numbered
+    cut = len(lines) if lines and not lines[-1].endswith("\n") else None
+    return [line.removesuffix("\n") for line in lines[:-1 if cut else None]], cut
+
+
 def epoch_records(lines, pattern: re.Pattern, record) -> list[tuple[int, object]]:
     """(epoch, record) of each line of a fairseq log that ``pattern`` matches (its group 1: the epoch)
     and ``record(match)`` does not answer None for, in order, by the log's sittings: only since the last
@@ -176,8 +186,7 @@ def main(argv=None):
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the fairseq-train command and its flags")
     args = parser.parse_args(argv)
     try:
-        with open(args.log, encoding="utf-8", errors="replace") as f:
-            lines = f.readlines()
+        lines, _ = read_log(args.log)
     except FileNotFoundError:
         lines = []
     bound, why = max_epoch(lines, args.command, args.trained_to)
