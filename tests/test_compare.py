@@ -472,13 +472,62 @@ def test_by_length_refuses_the_target_side_tokenised_or_not(results, tmp_path):
     tokenised[:140] = source_words(SENTENCES)[:140]  # 160 of 300 lines the reference's
     write(tmp_path / f"test.{LANG}", tokenised)
     message = refusal(results, *SYSTEMS, *PAIRS, "--by-length", "10", "--source", str(tmp_path / f"test.{LANG}"))
-    assert f"test.{LANG}: 160 of {SENTENCES} lines are the reference's text" in message
+    assert f"test.{LANG}: 160 of {SENTENCES} lines are the text of ref.{LANG}" in message
     assert "it is the target side; give the test set's source side" in message
     source = source_words(SENTENCES)
     source[:150] = refs[:150]  # half the lines: not refused
     write(tmp_path / "source.txt", source)
     grouped = run_compare(results, *SYSTEMS, *PAIRS, "--by-length", "10", "--source", str(tmp_path / "source.txt"))
     assert sum(group["count"] for group in grouped["by_length"]["groups"]) == SENTENCES
+
+
+def test_by_length_refuses_a_translation_or_a_bpe_source(results, tmp_path):
+    """A run's output is the target side too (the sentences would be grouped by one system's output
+    length), and a source side after BPE would count subword pieces, not words."""
+    hypothesis = (results / f"good1.hyp.{LANG}").read_text(encoding="utf-8").splitlines()
+    write(tmp_path / "copy.txt", [line.upper() for line in hypothesis])
+    message = refusal(results, *SYSTEMS, *PAIRS, "--by-length", "10", "--source", str(tmp_path / "copy.txt"))
+    assert f"copy.txt: {SENTENCES} of {SENTENCES} lines are the text of good1.hyp.{LANG}" in message
+    for mark in ("@@ ", "\u2581"):
+        source = source_words(SENTENCES)
+        source[4] = source[4].replace(" ", f"{mark.strip()} ", 1) if mark == "@@ " else "\u2581" + source[4]
+        write(tmp_path / "bpe.txt", source)
+        message = refusal(results, *SYSTEMS, *PAIRS, "--by-length", "10", "--source", str(tmp_path / "bpe.txt"))
+        assert "bpe.txt line 5 still holds" in message and "give the word-tokenised source side, before BPE" in message
+
+
+def test_an_empty_file_name_is_refused_not_taken_for_the_default(results, tmp_path, capsys):
+    """--json '' would write RESULTS/comparison.json, past the refusal to replace it unasked."""
+    published = tmp_path / "comparison.json"
+    for name in ("ref", *RUNS):
+        suffix = LANG if name == "ref" else f"hyp.{LANG}"
+        source = results / (f"ref.{LANG}" if name == "ref" else f"{name}.hyp.{LANG}")
+        (tmp_path / f"{name}.{suffix}").write_bytes(source.read_bytes())
+    published.write_text('{"published": true}\n')
+    for flag in ("--json", "--plot", "--source"):
+        with pytest.raises(SystemExit):
+            compare.main(["--results", str(tmp_path), "--lang", LANG, "--bootstrap", "100", *SYSTEMS, *PAIRS,
+                          flag, "", *(["--by-length", "10"] if flag == "--source" else [])])
+        assert f"{flag}: give a file name" in capsys.readouterr().err
+    assert published.read_text() == '{"published": true}\n'
+
+
+def test_a_plot_that_cannot_be_written_leaves_the_json_as_it_was(results, tmp_path):
+    """The picture is drawn before the JSON is written: a picture that fails leaves no JSON written
+    or replaced, and a folder that is not there is named, not a hidden partial file."""
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "c.json"
+    target.write_text("earlier\n")
+    message = refusal(results, *SYSTEMS, *PAIRS, "--json", str(target), "--plot", str(tmp_path / "nowhere" / "c.png"))
+    assert f"--plot {tmp_path / 'nowhere' / 'c.png'}: no folder {tmp_path / 'nowhere'}" in message
+    assert target.read_text() == "earlier\n"
+    # a name matplotlib's maths cannot read is drawn as it is; a file named '.png' is a png
+    compare.main(["--results", str(results), "--lang", LANG, "--bootstrap", "100", "--json", str(target),
+                  "--system", "a$\\frac$=same1,same2", "--system", "b=other1", "--pair", "a$\\frac$:b",
+                  "--plot", str(tmp_path / ".png")])
+    assert (tmp_path / ".png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads(target.read_text())["pairs"][0]["a"] == "a$\\frac$"
+    assert not [path.name for path in tmp_path.iterdir() if "partial" in path.name]
 
 
 def test_plot_draws_the_runs_and_the_intervals(results, tmp_path):

@@ -43,6 +43,7 @@ Only numpy and sacrebleu are imported (no fairseq, no torch; matplotlib for ``--
 """
 
 import argparse
+import contextlib
 import html
 import os
 import shlex
@@ -56,6 +57,8 @@ from sacrebleu.significance import PairedTest
 from tree_fairseq.cli.files import replacing, write_json
 
 METRICS = ("BLEU", "chrF")
+DETOKENISE = ("publish detokenised text (fairseq-generate --remove-bpe, then detokenise, as scripts/publish_results.py "
+              "does)")
 SUBWORD_MARKS = (("@@ ", "subword-nmt's '@@ ' joins"), ("\u2581", "sentencepiece's \u2581 pieces"))
 EXAMPLE = """\
 example (two training seeds of three systems, three pairs):
@@ -177,13 +180,13 @@ def read_lines(path: str) -> list[str]:
     return [line.rstrip() for line in lines]
 
 
-def check_detokenised(path: str, lines: list[str]) -> None:
-    """Refuse text that still holds subword marks: its score would not be the translation's."""
+def check_detokenised(path: str, lines: list[str], advice: str = DETOKENISE) -> None:
+    """Refuse text that still holds subword marks: its score would not be the translation's (and
+    a source side's pieces are not its words)."""
     for number, line in enumerate(lines, 1):
         for mark, what in SUBWORD_MARKS:
             if mark in line:
-                raise ValueError(f"{path} line {number} still holds {what}: publish detokenised text "
-                                 "(fairseq-generate --remove-bpe, then detokenise, as scripts/publish_results.py does)")
+                raise ValueError(f"{path} line {number} still holds {what}: {advice}")
 
 
 def load_outputs(results: str, lang: str, runs: list[str]) -> tuple[list[str], dict[str, list[str]]]:
@@ -518,9 +521,15 @@ def markdown(report: dict) -> str:
 PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
-def plot(report: dict, path: str) -> None:
+def _shown(label: str) -> str:
+    """``label`` as matplotlib draws it literally: a pair of '$' would otherwise be maths."""
+    return label.replace("$", r"\$")
+
+
+def plot(report: dict, path: str, file_format: str) -> None:
     """Two panels, BLEU, one above the other: each system's runs as points with their mean (a bar),
-    and each pair's difference of means with its 95% interval, 0 marked."""
+    and each pair's difference of means with its 95% interval, 0 marked; written to ``path`` in
+    ``file_format`` (png, pdf, svg). Names are shown as given (a '$' is not matplotlib's maths)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -535,7 +544,7 @@ def plot(report: dict, path: str) -> None:
         top.scatter(runs, [row] * len(runs), color="tab:blue", alpha=0.7, s=22, zorder=3)
         mean = systems[name]["BLEU"]["mean"]
         top.plot([mean, mean], [row - 0.3, row + 0.3], color="black", linewidth=2, zorder=4)
-    top.set_yticks(range(len(names)), [f"{name} ({len(systems[name]['runs'])})" for name in names])
+    top.set_yticks(range(len(names)), [_shown(f"{name} ({len(systems[name]['runs'])})") for name in names])
     top.set_ylim(len(names) - 0.5, -0.5)
     top.set_title("BLEU: each run (points), the mean (bar); runs in brackets", fontsize=10, loc="right")
     top.grid(axis="x", alpha=0.3)
@@ -546,15 +555,16 @@ def plot(report: dict, path: str) -> None:
         bottom.plot([low, high], [row, row], color=colour, linewidth=2)
         bottom.scatter([bleu["difference"]], [row], color=colour, s=30, zorder=3)
     bottom.axvline(0, color="black", linewidth=0.8)
-    bottom.set_yticks(range(len(pairs)), [f"{pair['a']} - {pair['b']}" for pair in pairs])
+    bottom.set_yticks(range(len(pairs)), [_shown(f"{pair['a']} - {pair['b']}") for pair in pairs])
     bottom.set_ylim(len(pairs) - 0.5, -0.5)
     bottom.set_title(f"BLEU: A - B, 95% interval over runs and sentences (red: shown, Holm over {len(pairs)})",
                      fontsize=10, loc="right")
     bottom.grid(axis="x", alpha=0.3)
     figure.tight_layout()
-    with replacing(path) as partial:  # its format by path's name, which the partial file does not end in
-        figure.savefig(partial, dpi=120, format=os.path.splitext(path)[1][1:].lower())
-    plt.close(figure)
+    try:
+        figure.savefig(path, dpi=120, format=file_format)
+    finally:
+        plt.close(figure)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -567,6 +577,9 @@ def main(argv: list[str] | None = None) -> None:
                      "replicates (1000 is the default)")
     if args.by_length is None and args.source is not None:
         parser.error("--source is read for --by-length only: give both, or neither")
+    for flag, value in (("--json", args.json), ("--plot", args.plot), ("--source", args.source)):
+        if value is not None and not value.strip():
+            parser.error(f"{flag}: give a file name (an empty one would be the default's)")
     if args.by_length is not None and args.source is None:
         parser.error("--by-length needs --source, the test set's source side (the lengths are its words)")
     if args.plot is not None:
@@ -590,16 +603,21 @@ def main(argv: list[str] | None = None) -> None:
         groups = None
         if bounds is not None:
             lines = source_lines(args.source, len(refs))
-            check_not_the_target_side(args.source, lines, refs)
+            check_detokenised(args.source, lines, "give the word-tokenised source side, before BPE (its words are "
+                              "counted)")
+            check_not_the_target_side(args.source, lines, {f"ref.{args.lang}": refs,
+                                                           **{f"{run}.hyp.{args.lang}": hyps[run] for run in hyps}})
             groups = length_groups([len(line.split()) for line in lines], bounds)
         report = compare(refs, hyps, systems, pairs, args.bootstrap, args.seed, groups)
         if bounds is not None:
             report["by_length"] = {"source": args.source, "bounds": bounds, "groups": report.pop("groups")}
         report = {"command": shlex.join(["tree-fairseq-compare", *argv]),
                   "reference": os.path.join(args.results, f"ref.{args.lang}"), **report}
-        write_json(path, report)
-        if args.plot is not None:
-            plot(report, args.plot)
+        # The picture is drawn first and takes its name after the JSON: both are written, or neither.
+        with replacing(args.plot) if args.plot is not None else contextlib.nullcontext() as picture:
+            if picture is not None:
+                plot(report, picture, args.plot.rsplit(".", 1)[1].lower())
+            write_json(path, report)
     except (OSError, ValueError) as error:
         sys.exit(f"tree-fairseq-compare: error: {error}")
     for pair in report["pairs"]:
@@ -630,6 +648,10 @@ def check_outputs_paths(args, json_path: str, runs: list[str]) -> None:
               *([args.source] if args.source else [])]
     outputs = [("--json", json_path)] + ([("--plot", args.plot)] if args.plot else [])
     for flag, output in outputs:
+        folder = os.path.dirname(os.path.abspath(output))
+        if not os.path.isdir(folder):
+            raise ValueError(f"{flag} {output}: no folder {folder} to write it in")
+    for flag, output in outputs:
         for given in inputs:
             if os.path.exists(given) and os.path.exists(output) and os.path.samefile(given, output):
                 raise ValueError(f"{flag} {output} is an input ({given}): name another file")
@@ -657,19 +679,22 @@ def source_lines(path: str, sentences: int, counted: str = "the reference") -> l
     return lines
 
 
-def check_not_the_target_side(path: str, lines: list[str], refs: list[str]) -> None:
-    """Refuses a --source most of whose lines are the reference's text, tokenised or not (spacing,
-    case and HTML escapes such as Moses' ``&apos;`` aside): the target side of the test set, whose
-    words would group the sentences by the translation's length. A few lines of a source side can
-    be the reference's ("okay ."); most cannot."""
+def check_not_the_target_side(path: str, lines: list[str], targets: dict[str, list[str]]) -> None:
+    """Refuses a --source most of whose lines are the text of one of ``targets`` (the reference, the
+    runs' outputs; by their file names), tokenised or not (spacing, case and HTML escapes such as
+    Moses' ``&apos;`` aside): the target side, whose words would group the sentences by a
+    translation's length. A few lines of a source side can be the reference's ("okay ."); most
+    cannot."""
 
     def text(line: str) -> str:
         return "".join(html.unescape(line).split()).lower()
 
-    same = sum(text(line) == text(ref) for line, ref in zip(lines, refs))
-    if same > len(refs) / 2:
-        raise ValueError(f"--source {path}: {same} of {len(refs)} lines are the reference's text (spacing, case and "
-                         "HTML escapes aside): it is the target side; give the test set's source side")
+    given = [text(line) for line in lines]
+    for name, target in targets.items():
+        same = sum(line == text(other) for line, other in zip(given, target))
+        if same > len(lines) / 2:
+            raise ValueError(f"--source {path}: {same} of {len(lines)} lines are the text of {name} (spacing, case "
+                             "and HTML escapes aside): it is the target side; give the test set's source side")
 
 
 if __name__ == "__main__":
