@@ -51,6 +51,12 @@ from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.trees.evaluation import short_sentences
 
 
+def positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of words, 1 or more")
+    return int(text)
+
+
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -59,7 +65,8 @@ def get_parser() -> argparse.ArgumentParser:
     score.add_argument("--gold", type=Path, required=True, help="gold trees, one bracketed tree a line")
     score.add_argument("--word-filter", choices=sorted(induction.WORD_FILTERS), default="word-tags",
                        help="which words of the gold trees are kept (default: %(default)s, as induce_trees.py)")
-    score.add_argument("--short", type=int, default=10, help="also score sentences of <= N words (default: %(default)s)")
+    score.add_argument("--short", type=positive, default=10,
+                       help="also score sentences of <= N words, N >= 1 (default: %(default)s)")
     score.add_argument("--json", action="store_true", help="print JSON")
     score.add_argument("trees", type=Path, nargs="+", help="induced-tree files")
     table = commands.add_parser("table", help="median and max over seeds of finished runs")
@@ -67,7 +74,8 @@ def get_parser() -> argparse.ArgumentParser:
     table.add_argument("--json", action="store_true", help="print JSON")
     table.add_argument("workdirs", type=Path, nargs="+",
                        help="workdirs of finished runs (results/scores.json) or their published folders (scores.json)")
-    publish = commands.add_parser("publish", help="a finished run's scores, pictures and unlexicalised trees, to publish")
+    publish = commands.add_parser("publish",
+                                  help="a finished run's scores, pictures and unlexicalised trees, to publish")
     publish.add_argument("--gold", type=Path, required=True, help="the gold trees the runs parsed (re-scored against)")
     publish.add_argument("--out", type=Path, required=True, help="the folder that gets one folder per run")
     publish.add_argument("workdirs", type=Path, nargs="+", help="workdirs of finished runs")
@@ -116,11 +124,25 @@ def score(args) -> None:
               f"{100 * value['all']['corpus_f1']:>6.1f}  {path}")
 
 
+# What scripts/induce_trees.py records of a finished run and these commands read.
+RUN_KEYS = ("setting", "seed", "arch", "trees", "word_filter", "keep_case", "sentences", "short", "short_sentences",
+            "induced", "baselines")
+
+
 def finished_run(folder: Path) -> dict:
-    """The scores.json of a finished run's workdir (results/scores.json) or of its published folder."""
+    """The scores.json of a finished run's workdir (results/scores.json) or of its published folder;
+    refused, by name, when it is not one scripts/induce_trees.py wrote (a translation study's
+    scores.json, a file cut short)."""
     for path in (folder / "results" / "scores.json", folder / "scores.json"):
         if path.exists():
-            return json.loads(path.read_text(encoding="utf-8"))
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError as error:
+                raise ValueError(f"{path}: not JSON ({error})") from None
+            missing = [key for key in RUN_KEYS if not isinstance(record, dict) or key not in record]
+            if missing:
+                raise ValueError(f"{path}: not the scores of an induce_trees.py run (no {', '.join(missing)})")
+            return record
     raise ValueError(f"{folder} holds no finished run (no {folder / 'results' / 'scores.json'})")
 
 
@@ -171,6 +193,11 @@ def publish(args) -> None:
             if induction.scores(found, gold, short) != expected[key]:
                 raise ValueError(f"{path} scores otherwise against {args.gold} than the run recorded")
             texts[key] = "".join(induction.unlexicalised(tree) + "\n" for tree in found)
+        missing = [workdir / "results" / name for name in ("scores.json", *PICTURES)
+                   if not (workdir / "results" / name).is_file()]
+        if missing:
+            raise ValueError(f"{missing[0]}: no such file; {workdir} is not a finished workdir (a published "
+                             "folder is published already)")
         staged.append((workdir, texts))
     args.out.mkdir(parents=True, exist_ok=True)
     for (workdir, texts), name in zip(staged, names):

@@ -590,3 +590,39 @@ def test_published_induced_trees_give_their_scores_and_the_page(folder):
         trees = induction.read_induced(folder / "trees" / f"{key}.txt.gz", gold)
         assert all(set(tree.leaves) == {induction.HIDDEN_WORD} for tree in trees)  # no treebank words published
         assert induction.scores(trees, gold, short) == value
+
+
+def workdir_of(published: Path, workdir: Path) -> Path:
+    """A finished run's workdir made back from its published folder (the trees gunzipped into
+    results/trees/, unlexicalised: they score the same)."""
+    results = workdir / "results"
+    (results / "trees").mkdir(parents=True)
+    for name in ("scores.json", "curve.png", "links.png"):
+        shutil.copyfile(published / name, results / name)
+    for packed in (published / "trees").iterdir():
+        (results / "trees" / packed.name.removesuffix(".gz")).write_bytes(gzip.decompress(packed.read_bytes()))
+    return workdir
+
+
+@pytest.mark.skipif(not PUBLISHED_RUNS, reason="no published run")
+def test_publish_checks_every_workdir_before_it_writes_and_table_reads_only_runs(tmp_path):
+    """A second workdir without its picture is refused before the first is published; table and
+    publish refuse a scores.json that is not an induce_trees.py run's, naming it; --short 0 is not a
+    length."""
+    module = load_script(SCORE)
+    gold = shared_data("ptb-sample") / "wsj_0001-0199.mrg.txt"
+    first = workdir_of(PUBLISHED_RUNS[0], tmp_path / "a" / PUBLISHED_RUNS[0].name)
+    second = workdir_of(PUBLISHED_RUNS[-1], tmp_path / "b" / PUBLISHED_RUNS[-1].name)
+    (second / "results" / "links.png").unlink()
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=r"links.png: no such file; .* is not a finished workdir"):
+        module.main(["publish", "--gold", str(gold), "--out", str(out), str(first), str(second)])
+    assert not out.exists()
+    study = ROOT / "docs" / "results" / "iwslt14-lowres-en-de"
+    with pytest.raises(SystemExit, match=r"iwslt14-lowres-en-de/scores.json: not the scores of an induce_trees.py run"):
+        module.main(["table", str(PUBLISHED_RUNS[0]), str(study)])
+    (second / "results" / "scores.json").write_text('{"setting": "ptb", ', encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"results/scores.json: not JSON"):
+        module.main(["table", str(second)])
+    with pytest.raises(SystemExit):
+        module.main(["score", "--short", "0", "--gold", str(gold), str(first / "results" / "trees" / "m3.txt")])
