@@ -444,6 +444,7 @@ def test_by_length_reports_an_empty_group(results, tmp_path, capsys):
     (["--by-length", "10"], "--by-length needs --source"),
     (["--source", "x.txt"], "--source is read for --by-length only"),
     (["--plot", "x.jpg"], "--plot x.jpg: name a .png, .pdf, .svg file"),
+    (["--seed", "-1"], "--seed -1: the bootstrap's seed is 0 or more"),
 ])
 def test_by_length_and_plot_options_refused_in_one_line(results, argv, message, capsys):
     with pytest.raises(SystemExit):

@@ -177,3 +177,27 @@ def test_a_data_bin_without_trees_is_refused(plain_databin, tiny_corpus, capsys)
 def test_bad_options_are_refused_in_one_line(data_bin, capsys, argv, message):
     folder, text = data_bin
     assert message in refusal(capsys, folder, text / "test.de", *argv)
+
+
+def test_a_data_bin_cut_short_or_missing_a_file_is_named(data_bin, tmp_path):
+    """A source text cut short (a copy interrupted) was a numpy message naming no file; a tree stream
+    whose index and data are both gone was said to have its index there."""
+    import shutil
+
+    folder, text = data_bin
+    copy = tmp_path / "bin"
+    shutil.copytree(folder, copy)
+    def refused() -> str:  # the message it exits with (fairseq's own logging may write to stderr too)
+        with pytest.raises(SystemExit) as exit:
+            run(copy, text / "test.de")
+        assert str(exit.value.code).startswith("path_lengths: error:")
+        return exit.value.code
+
+    tokens = copy / "test.de-en.de.bin"
+    tokens.write_bytes(tokens.read_bytes()[:-4])
+    message = refused()
+    assert f"{tokens} holds" in message and "the file is truncated or from another run" in message
+    shutil.copyfile(folder / "test.de-en.de.bin", tokens)
+    for suffix in ("idx", "bin"):
+        (copy / f"test.de-en.de.spans.{suffix}").unlink()
+    assert f"{copy / 'test.de-en.de.spans.idx'} is missing" in refused()

@@ -120,6 +120,9 @@ def test_a_missing_log_or_data_bin_is_named(tiny_databin, tmp_path):
     (tmp_path / "train.log").write_text("2026 | INFO | fairseq_cli.train | nothing trained\n", encoding="utf-8")
     result = check(str(tiny_databin), *common, "--log", str(tmp_path / "train.log"))
     assert result.returncode != 0 and "no train_inner line with wpb, bsz and num_updates" in result.stderr
+    for flag in ("--epochs", "--max-tokens"):
+        result = check(str(tiny_databin), *common, flag, "-3")
+        assert result.returncode == 2 and f"{flag} -3: give 1 or more" in result.stderr
 
 
 def test_a_log_cut_inside_its_last_line_is_read_without_it(tiny_databin, tmp_path, capsys):

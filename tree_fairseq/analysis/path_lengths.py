@@ -71,15 +71,15 @@ def read_split(data_bin: str, split: str, src: str, tgt: str) -> tuple[list, lis
     """The split's source trees (flat spans), each sentence's leaf count (its tokens with the end of
     sentence) and the fewest and most words its subword pieces make (:func:`word_bounds`) from a
     data-bin."""
-    from fairseq.data import Dictionary, data_utils
+    from fairseq.data import Dictionary
 
-    from tree_fairseq.data.tree_streams import load_tree_streams
+    from tree_fairseq.data.tree_streams import load_stream, load_tree_streams
 
     _, spans = load_tree_streams(data_bin, split, src, tgt)
     prefix = os.path.join(data_bin, f"{split}.{src}-{tgt}.{src}")
-    tokens = data_utils.load_indexed_dataset(prefix, None, "mmap")
-    if tokens is None:
+    if not os.path.exists(f"{prefix}.idx"):
         raise ValueError(f"{prefix}.bin/.idx: no source text of split {split!r} in {data_bin}")
+    tokens = load_stream(prefix)
     if len(tokens) != len(spans):
         raise ValueError(f"{data_bin}: split {split!r} has {len(tokens)} source sentences but {len(spans)} trees")
     dictionary = Dictionary.load(os.path.join(data_bin, f"dict.{src}.txt"))

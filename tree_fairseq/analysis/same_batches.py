@@ -147,7 +147,12 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = get_parser().parse_args(argv)
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    for flag in ("epochs", "max_tokens", "required_batch_size_multiple", "max_positions"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            parser.error(f"--{flag.replace('_', '-')} {value}: give 1 or more")
     import tree_fairseq
     tree_fairseq.register()
     logging.basicConfig(level=logging.WARNING, force=True)  # importing fairseq set the root logger to DEBUG

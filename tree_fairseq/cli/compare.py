@@ -580,6 +580,8 @@ def main(argv: list[str] | None = None) -> None:
     for flag, value in (("--json", args.json), ("--plot", args.plot), ("--source", args.source)):
         if value is not None and not value.strip():
             parser.error(f"{flag}: give a file name (an empty one would be the default's)")
+    if args.seed < 0:
+        parser.error(f"--seed {args.seed}: the bootstrap's seed is 0 or more")
     if args.by_length is not None and args.source is None:
         parser.error("--by-length needs --source, the test set's source side (the lengths are its words)")
     if args.plot is not None:

@@ -142,8 +142,8 @@ def load_tree_streams(data_dir, split, src, tgt, combine=False, upsample_primary
                     "(make the data-bin with tree-fairseq-preprocess)"
                 )
             break
-        labels.append(_load_stream(prefix + NODES))
-        spans.append(_load_stream(prefix + SPANS))
+        labels.append(load_stream(prefix + NODES))
+        spans.append(load_stream(prefix + SPANS))
         if not combine:
             break
     if len(labels) == 1:
@@ -190,7 +190,7 @@ def load_parent_stream(data_dir, split, src, tgt, combine=False, upsample_primar
                     f"dependency heads of the source, {{pref}}.heads.{src})"
                 )
             break
-        parents.append(_load_stream(tree_stream_prefix(data_dir, split_k, src, tgt) + PARENTS))
+        parents.append(load_stream(tree_stream_prefix(data_dir, split_k, src, tgt) + PARENTS))
         if not combine:
             break
     if len(parents) == 1:
@@ -198,13 +198,15 @@ def load_parent_stream(data_dir, split, src, tgt, combine=False, upsample_primar
     return ConcatDataset(parents, [upsample_primary] + [1] * (len(parents) - 1))
 
 
-def _load_stream(path: str):
+def load_stream(path: str):
     """One stream, checked against its index before fairseq opens it: a truncated ``.idx`` or
     ``.bin`` (a copy cut short) or one replaced by another run's is named instead of failing inside
     numpy (and again when Python cleans up the half-made dataset). A split without a single node
     (sentences of one word each) has an empty ``.bin``, which cannot be mapped: its items are read
     from the index alone."""
     data_file, index_file = indexed_dataset.data_file_path(path), indexed_dataset.index_file_path(path)
+    if not os.path.exists(index_file):
+        raise FileNotFoundError(f"{index_file} is missing: make the data-bin again with tree-fairseq-preprocess")
     if not os.path.exists(data_file):
         raise FileNotFoundError(f"{data_file} is missing (its index {index_file} is there): make the data-bin "
                                 "again with tree-fairseq-preprocess")
