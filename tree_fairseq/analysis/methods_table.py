@@ -20,7 +20,9 @@ planned beside counts that too; the median is robust to a few such epochs, not t
 whose epochs had them. Every epoch trains on the same sentences, so the work of one is nearly that
 of another, and only other work on the machine makes an epoch slower: the fastest epoch is the
 least disturbed one, the nearer figure to what the method costs (the table says how many runs each
-figure rests on). A run whose log is not there is counted as "log not kept", never guessed.
+figure rests on). A run whose log is not there is counted as "log not kept", never guessed; a log
+whose last line ends without a newline (copied while its run wrote it) is refused, as is a JSON
+that is not a whole tree-fairseq-compare comparison.
 
     python -m tree_fairseq.analysis.methods_table docs/results/iwslt14-lowres-en-de/comparison.json \\
         --logs docs/results/iwslt14-lowres-en-de/logs

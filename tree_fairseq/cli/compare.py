@@ -33,8 +33,10 @@ Refused, each in one line before anything is written: a system or run named twic
 twice or reversed (Holm would count it twice), the same output under two run names (a copy or a
 link would count as two seeds), text that is not UTF-8 or holds a carriage return inside a line,
 fewer than 100 replicates (no 95% percentile interval) or more than fit in memory, an output that
-is an input, and an existing ``RESULTS/comparison.json`` (a published comparison) unless ``--json``
-names it. The JSON and the picture are written whole or not at all (:mod:`tree_fairseq.cli.files`).
+is an input or in a folder that is not there, and an existing ``RESULTS/comparison.json`` (a
+published comparison) unless ``--json`` names it; with ``--by-length``, a ``--source`` that is the
+target side (most lines the reference's or a run's text) or still holds subword marks. The JSON
+and the picture are written whole or not at all, and both or neither (:mod:`tree_fairseq.cli.files`).
 With two runs a system's run-to-run spread is barely estimated (a bootstrap over k runs sees
 (k - 1) / k of their variance): the interval is then a floor on the uncertainty, not a measure of
 it; more seeds narrow it honestly.
