@@ -44,6 +44,38 @@ def test_a_second_parse_run_on_the_same_output_is_refused_naming_the_first(tmp_p
     assert not (tmp_path / "trees.lock").exists()
 
 
+def test_no_input_is_a_file_the_run_writes_or_removes_beside_its_output(tmp_path):
+    """An input named OUTPUT.tmp was deleted as an earlier run's leftover; one named
+    OUTPUT.parser.json was replaced by the record; heads named so collided with the record."""
+    text = "a b c\n"
+    for name in ("out.tmp", "out.failures.tmp", "out.parser.json.tmp", "out.parser.json", "out.failures"):
+        (tmp_path / name).write_text(text)
+        message = _refused(parse_cli.main, ["--input", str(tmp_path / name), "--output", str(tmp_path / "out"),
+                                            "--parser", "balanced"])
+        assert f"--input {tmp_path / name} is {tmp_path / name}, a file this run writes or removes" in message
+        assert (tmp_path / name).read_text() == text
+    (tmp_path / "text").write_text(text)
+    message = _refused(parse_cli.main, ["--input", str(tmp_path / "text"), "--output", str(tmp_path / "out"),
+                                        "--parser", "balanced", "--heads-control", "next",
+                                        "--heads", str(tmp_path / "out.parser.json")])
+    assert "is a file this run writes beside --output" in message
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.parts").exists()
+
+
+def test_an_interrupted_parse_says_how_to_go_on_in_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "text").write_text("a b c\n")
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(parse_cli, "parse_file", interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        _parse(tmp_path, "--parser", "balanced")
+    assert exit_info.value.code == 130
+    err = capsys.readouterr().err
+    assert "interrupted; run the same command again to finish" in err and "Traceback" not in err
+
+
 def test_a_lock_of_a_dead_run_is_taken_over(tmp_path, capsys):
     (tmp_path / "text").write_text("a b c\n")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

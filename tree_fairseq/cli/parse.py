@@ -41,7 +41,8 @@ nothing: it joins the outputs of runs over consecutive parts of one input (parse
 machines) into the output one run over the whole writes, record included (:func:`join_outputs`).
 
 One run at a time writes an output: a second run on the same ``--output`` is refused while the
-first holds ``OUTPUT.lock``. The output cannot be the input (or ``--trees``) file, nor a device.
+first holds ``OUTPUT.lock``. The output cannot be the input (or ``--trees``) file, nor a device, and
+no input can be a file the run writes or removes beside it (``OUTPUT.tmp``, ``OUTPUT.parser.json``...).
 The trees are joined into ``OUTPUT.tmp`` and renamed ``OUTPUT`` once complete: a run stopped by a
 full disk removes it, and says so; one killed outright leaves it, and the next run on that output
 removes it (only a run holding the lock writes there).
@@ -195,6 +196,10 @@ def main(argv: list[str] | None = None) -> None:
                  f"run the same command again{kept}")
     except (TreeError, ValueError) as error:
         sys.exit(f"tree-fairseq-parse: error: {error}")
+    except KeyboardInterrupt:
+        kept = "" if args.join else f"; the chunks parsed so far are kept in {args.output}.parts/"
+        print(f"tree-fairseq-parse: interrupted; run the same command again to finish{kept}", file=sys.stderr)
+        sys.exit(130)
 
 
 def parse_file(args: argparse.Namespace) -> None:
@@ -212,6 +217,7 @@ def parse_file(args: argparse.Namespace) -> None:
             raise ValueError(f"{flag} {path}: no such file")
     _check_output(args)
     _check_heads(args)
+    _check_inputs_not_written(args, [("--input", args.input), ("--trees", args.trees)])
     if args.workers > 1 and args.parser == "stanza" and not args.cpu:
         import torch
 
@@ -242,6 +248,25 @@ def _check_output(args: argparse.Namespace) -> None:
         if path is not None and os.path.realpath(path) == os.path.realpath(args.output):
             raise ValueError(f"--output {args.output} is the {flag} file: it would be replaced by the trees; "
                              "write them elsewhere")
+
+
+def _check_inputs_not_written(args: argparse.Namespace, inputs: list[tuple[str, str]]) -> None:
+    """No input is a file this run writes, replaces or removes: OUTPUT's record, failures and
+    scratch files (OUTPUT.tmp ... are removed as an earlier run's leftovers before parsing) and
+    the heads' (an input so named would be deleted or overwritten)."""
+    written = [args.output + ".parts", args.output + ".failures", record_path(args.output),
+               *_joined_files(args.output, args.heads), *([args.heads] if args.heads is not None else [])]
+    for flag, path in inputs:
+        if path is None or not os.path.exists(path):
+            continue
+        for output in written:
+            if os.path.exists(output) and os.path.samefile(path, output) or \
+                    os.path.realpath(path) == os.path.realpath(output):
+                raise ValueError(f"{flag} {path} is {output}, a file this run writes or removes beside --output "
+                                 f"{args.output}: rename the input or write the output elsewhere")
+    if args.heads is not None and os.path.realpath(args.heads) in {os.path.realpath(path) for path in written[:-1]}:
+        raise ValueError(f"--heads {args.heads} is a file this run writes beside --output {args.output} (its record, "
+                         "failures or scratch files): write the heads elsewhere")
 
 
 def _check_heads(args: argparse.Namespace) -> None:
@@ -743,6 +768,9 @@ def join_outputs(args: argparse.Namespace) -> None:
     for flag, path in (("--output", args.output), ("--heads", args.heads)):
         if path is not None and os.path.realpath(path) in {os.path.realpath(p) for p in parts + heads_parts}:
             raise ValueError(f"{flag} {path} is one of the parts: write the joined file elsewhere")
+    _check_inputs_not_written(args, [("--join", part) for part in parts] +
+                              [("--join", record_path(part)) for part in parts] +
+                              [("--join-heads", path) for path in heads_parts])
     failures: list[str] = []
     lines = 0
     for part, record in zip(parts, records):
