@@ -127,6 +127,39 @@ def test_splits_parsed_differently_are_refused_unless_mixed_parsers(corpus, tmp_
     assert record["parser"]["parser"] == "balanced" and record["splits"]["test"]["parser"] == "left"
 
 
+def _add_test_split(databin: Path, destdir: Path, prefix: Path, *flags: str) -> None:
+    """tree-fairseq-preprocess of one more split (as test) into ``destdir`` with ``databin``'s dictionaries."""
+    dictionaries = {"--srcdict": databin / "dict.de.txt", "--tgtdict": databin / "dict.en.txt",
+                    "--nodedict": databin / "dict.de.nodes.txt"}
+    preprocess_cli.main(["--source-lang", "de", "--target-lang", "en", "--testpref", str(prefix), "--destdir",
+                         str(destdir), "--workers", "1", *(str(x) for item in dictionaries.items() for x in item),
+                         *flags])
+
+
+def test_a_split_added_to_a_data_bin_keeps_its_records_and_takes_its_dictionaries(databin, corpus, tmp_path):
+    """The splits there keep their records (train's was lost: the data-bin's parser became
+    unknown), a split of other trees is refused as at the first run, and other dictionaries, with
+    which the splits there would be read as other words, are refused."""
+    destdir = tmp_path / "bin"
+    shutil.copytree(databin, destdir)
+    before = json.loads((destdir / "parser.de.json").read_text())
+    _add_test_split(databin, destdir, corpus / "valid")
+    after = json.loads((destdir / "parser.de.json").read_text())
+    assert after["parser"] == before["parser"] and after["parser"]["parser"] == "balanced"
+    assert after["splits"]["train"] == before["splits"]["train"]
+    assert after["splits"]["test"]["trees_file"] == str(corpus / "valid.tree.de")
+    text = _copy_corpus(corpus, tmp_path / "text")
+    _parse(text, "test", "--parser", "left", "--heads-control", "random", "--heads-seed", "3")
+    with pytest.raises(SystemExit, match="different parsers .*test: left"):
+        _add_test_split(databin, destdir, text / "test")
+    other = tmp_path / "dict.txt"
+    other.write_text("".join(f"w{i} 1\n" for i in range(50)))
+    files = {path.name: path.read_bytes() for path in destdir.iterdir()}
+    with pytest.raises(SystemExit, match=f"--srcdict {other} is not {destdir / 'dict.de.txt'}, the dictionary"):
+        _add_test_split(databin, destdir, corpus / "valid", "--srcdict", str(other))
+    assert {path.name: path.read_bytes() for path in destdir.iterdir()} == files
+
+
 def test_a_record_beside_the_file_a_link_leads_to_is_found(corpus, tmp_path):
     text = _copy_corpus(corpus, tmp_path / "text")
     bpe = tmp_path / "bpe"

@@ -245,6 +245,7 @@ def test_an_empty_train_file_stops_before_anything_is_written(tiny_corpus, tmp_p
     (("--srcdict", "{corpus}/train.de", "--tgtdict", "{corpus}/train.de"),
      "--joined-dictionary takes --srcdict or --tgtdict, not both"),
     (("--dataset-impl", "huffman"), "--dataset-impl huffman is not supported"),
+    (("--target-lang", "de"), "--source-lang and --target-lang are both de"),
 ])
 def test_option_errors_come_before_anything_is_written(tiny_corpus, tmp_path, extra, message):
     values = {"missing": str(tmp_path / "no-such-dict.txt"), "corpus": str(tiny_corpus)}

@@ -209,6 +209,9 @@ def _check_options(args, splits) -> None:
         raise ValueError("--source-lang and --target-lang are required (and --only-source is not supported)")
     if not splits:
         raise ValueError("nothing to binarise: give --trainpref, --validpref or --testpref")
+    if args.source_lang == args.target_lang:
+        raise ValueError(f"--source-lang and --target-lang are both {args.source_lang}: a data-bin's files are "
+                         "named by language, so the two sides need two names (e.g. en and en_tgt)")
     if not args.trainpref:
         missing = [flag for flag, given in (("--nodedict", args.nodedict), ("--srcdict", args.srcdict),
                                             ("--tgtdict", args.tgtdict or (args.joined_dictionary and args.srcdict)))
@@ -234,6 +237,7 @@ def _check_options(args, splits) -> None:
     if not args.nodedict and os.path.exists(node_dict_path):
         raise ValueError(f"{node_dict_path} exists: --destdir holds a data-bin already; remove it, choose another "
                          "--destdir, or reuse its dictionaries with --srcdict/--tgtdict/--nodedict")
+    _check_same_dictionaries(args)
     if os.path.exists(args.destdir) and not os.path.isdir(args.destdir):
         raise ValueError(f"--destdir {args.destdir} is a file")
     if args.trainpref:
@@ -241,6 +245,20 @@ def _check_options(args, splits) -> None:
             path = f"{args.trainpref}.{lang}"
             if os.path.exists(path) and _count_lines(path) == 0:
                 raise ValueError(f"{path} is empty: the train split needs sentences")
+
+
+def _check_same_dictionaries(args) -> None:
+    """Splits added to a data-bin take its own dictionaries: the splits there were binarised with
+    them, and another one would give their indices other words silently."""
+    tgtdict = args.tgtdict or (args.srcdict if args.joined_dictionary else None)
+    srcdict = args.srcdict or (args.tgtdict if args.joined_dictionary else None)
+    for flag, given, existing in (
+            ("--srcdict", srcdict, os.path.join(args.destdir, f"dict.{args.source_lang}.txt")),
+            ("--tgtdict", tgtdict, os.path.join(args.destdir, f"dict.{args.target_lang}.txt")),
+            ("--nodedict", args.nodedict, node_dictionary_path(args.destdir, args.source_lang))):
+        if given and os.path.exists(existing) and Dictionary.load(given).symbols != Dictionary.load(existing).symbols:
+            raise ValueError(f"{flag} {given} is not {existing}, the dictionary the data-bin's splits were binarised "
+                             f"with: give {existing} to add splits to it, or choose another --destdir")
 
 
 def _splits(args) -> list[tuple[str, str]]:
@@ -272,10 +290,14 @@ def _with_heads(args, splits) -> bool:
 
 
 def _parser_record(args, splits, with_heads: bool) -> dict:
-    """The data-bin's parser.{src}.json: each split's record (or ``unknown``) and, as ``parser``,
-    train's (without a train split, the splits' common one). ValueError for splits parsed
-    differently, unless --mixed-parsers."""
-    records = {name: _split_record(args, prefix, with_heads) for name, prefix in splits}
+    """The data-bin's parser.{src}.json: each split's record (or ``unknown``), those of a data-bin
+    the splits are added to kept, and, as ``parser``, train's (without a train split, the splits'
+    common one). ValueError for splits parsed differently, unless --mixed-parsers."""
+    # Splits added to a data-bin: the splits already there keep their records (one given again is replaced).
+    there = read_record(databin_record_path(args.destdir, args.source_lang))
+    kept = there.get("splits", {}) if isinstance(there, dict) and isinstance(there.get("splits"), dict) else {}
+    added = {name: _split_record(args, prefix, with_heads) for name, prefix in splits}
+    records = {**{name: record for name, record in kept.items() if name not in added}, **added}
     kinds = {}
     for name, record in records.items():
         if record != UNKNOWN:
@@ -301,7 +323,7 @@ def _parser_record(args, splits, with_heads: bool) -> dict:
     if "train" in records:
         chosen = records["train"]
     else:
-        chosen = records[splits[0][0]] if len(kinds) == 1 and not unknown else UNKNOWN
+        chosen = next(iter(records.values())) if len(kinds) == 1 and not unknown else UNKNOWN
     if chosen != UNKNOWN:
         logger.info(f"source trees made by {describe(chosen)} (recorded in "
                     f"{os.path.basename(databin_record_path(args.destdir, args.source_lang))})")
