@@ -1,6 +1,7 @@
 """The scripts whose --help adds each option's default say it once, and say nothing for options
 without one."""
 
+import ast
 import re
 import subprocess
 import sys
@@ -10,7 +11,8 @@ import pytest
 
 from tree_fairseq.cli import DefaultsHelpFormatter
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "scripts"
 
 
 def help_of(parser) -> str:
@@ -39,3 +41,31 @@ def test_script_help_says_no_empty_default(script):
     assert "(default: None)" not in text and "(default: False)" not in text
     assert not re.search(r"\(default: [^)]*\) \(default:", text)  # no default said twice
     assert "(default:" in text
+
+
+def _runs_main(node) -> bool:
+    """Whether ``node`` is ``if __name__ == "__main__":`` calling ``main``."""
+    return (isinstance(node, ast.If) and ast.unparse(node.test) in ("__name__ == '__main__'", "'__main__' == __name__")
+            and any(isinstance(call, ast.Call) and ast.unparse(call.func) == "main"
+                    for statement in node.body for call in ast.walk(statement)))
+
+
+def test_every_module_with_a_main_runs_it_under_python_m():
+    """A module with a ``main`` but no ``__main__`` block does nothing under ``python -m`` and exits 0."""
+    checked, silent = [], []
+    for path in sorted((ROOT / "tree_fairseq").rglob("*.py")):
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        if any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in body):
+            checked.append(path.name)
+            if not any(_runs_main(node) for node in body):
+                silent.append(str(path.relative_to(ROOT)))
+    assert "reversed_children.py" in checked and "parse.py" in checked
+    assert silent == []
+
+
+@pytest.mark.parametrize("module", ["reversed_children", "same_batches", "drawing", "attention"])
+def test_analysis_modules_answer_help_under_python_m(module):
+    result = subprocess.run([sys.executable, "-m", f"tree_fairseq.analysis.{module}", "--help"],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage:") and "--help" in result.stdout

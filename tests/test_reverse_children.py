@@ -116,6 +116,20 @@ def test_files_and_the_command_line(tmp_path, capsys):
     assert "--out-trees" in capsys.readouterr().err and Path(out_trees).read_text().startswith("(S (B")
 
 
+def test_python_m_runs_the_module(tmp_path):
+    """Without its ``__main__`` block, ``python -m`` imported the module and exited 0, writing nothing."""
+    command = [sys.executable, "-m", "tree_fairseq.analysis.reversed_children"]
+    shown = subprocess.run([*command, "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert shown.returncode == 0 and "usage:" in shown.stdout and "--out-trees" in shown.stdout
+    trees, text = _files(tmp_path, ["(S (A a) (B b))"], ["a b"])
+    out_trees, out_text = _outputs(tmp_path)
+    run = subprocess.run([*command, "--trees", trees, "--text", text, "--out-trees", out_trees, "--out-text", out_text],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert Path(out_trees).read_text() == "(S (B b) (A a))\n" and Path(out_text).read_text() == "b a\n"
+    assert "1 sentences reversed" in run.stderr
+
+
 @pytest.mark.parametrize("trees, text, message", [
     (["(S a b)", "(S c)"], ["a b", "c d"], "t.tree:2 and {d}/t.txt:2: the trees have 1 words, the text 2"),
     (["(S a b)", "(S c"], ["a b", "c"], "t.tree:2 and {d}/t.txt:2: unbalanced brackets"),

@@ -195,3 +195,5 @@ def main(argv: list[str] | None = None) -> None:
             json.dump(result, out, indent=1)
 
 
+if __name__ == "__main__":
+    main()

@@ -140,3 +140,5 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {args.output}")
 
 
+if __name__ == "__main__":
+    main()

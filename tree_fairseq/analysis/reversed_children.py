@@ -20,7 +20,8 @@ a label whose last child is a word (reversed, it could not be read back); so are
 different lengths, a file given twice and an output that exists. Both outputs are written to
 ``OUTPUT.partial-XXXX`` first and take their names only when complete: a run stopped half-way
 (an error, Ctrl-C, SIGTERM) leaves no output, and of two runs at once on the same outputs the
-second to finish is refused. The command line is ``scripts/reverse_children.py``.
+second to finish is refused. The command line is ``scripts/reverse_children.py``, or
+``python -m tree_fairseq.analysis.reversed_children``.
 """
 
 import argparse
@@ -188,3 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"{count} sentences reversed: {args.out_trees}, {args.out_text}", file=sys.stderr)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

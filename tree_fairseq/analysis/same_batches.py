@@ -19,7 +19,8 @@ The log is fairseq's ``simple`` format (``scripts/train.sh``'s ``train.log``, or
 output when not on a terminal). A last line without its newline (the log read or copied while its
 run wrote it, or the run stopped mid-line) is left out with a note: cut inside ``num_updates=150``
 it would say 15. A ``train_inner`` line that does not go past the updates of the line before it is
-refused, naming it. The command line is ``scripts/check_same_batches.py``.
+refused, naming it. The command line is ``scripts/check_same_batches.py``, or
+``python -m tree_fairseq.analysis.same_batches``.
 """
 
 import argparse
@@ -203,3 +204,7 @@ def main(argv=None) -> int:
                   f"{interval.logged[1]}; the batches give {interval.computed[0]}, {interval.computed[1]}")
         ok = ok and not wrong and bool(checked)
     return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
