@@ -13,7 +13,9 @@ Input (the script reads these paths and nothing else of the project's data):
   default the BPE'd source with its ``@@ `` joins undone.
 
 The files are cycled (or cut) to ``--lines`` lines (default 100,000) in ``--workdir``, so that a
-small corpus such as IWSLT'14's 11k-line train set stands in for a large one.
+small corpus such as IWSLT'14's 11k-line train set stands in for a large one; every line written
+ends with a newline, a file's last line too when it has none (else, cycled, it would be joined
+with the file's first line).
 
 Measured, at each ``--workers`` count (default 1 and 2), each command in its own process with its
 CPU time and peak resident memory from ``os.wait4`` (the command's own and its reaped workers'). The
@@ -263,11 +265,15 @@ def _corpus(args, results) -> dict:
 
 
 def _cycle(source: Path, target: Path, lines: int, undo_bpe: bool = False) -> None:
+    """``source``'s lines repeated (or cut) to ``lines`` lines in ``target``, each ending with a newline:
+    a last line without one would otherwise run into the first line of the next cycle."""
     with open(target, "w", encoding="utf-8") as out:
         written = 0
         while written < lines:
             with open(source, encoding="utf-8") as f:
                 for line in f:
+                    if not line.endswith("\n"):
+                        line += "\n"
                     out.write(line.replace("@@ ", "") if undo_bpe else line)
                     written += 1
                     if written == lines:

@@ -179,3 +179,22 @@ def test_repeats_alternate_the_pair_and_report_medians_and_the_ratio_range(tmp_p
     # wall: the medians' rates as stored (1.7 / 1.8 lines/s); CPU 5.5 / 6; each pair's wall 10/20, 12/12, 11/11
     printed = capsys.readouterr().out
     assert "| 1 | 2 | 2 | 0.94 (0.50-1.00 over 3 pairs) | 0.92 |" in printed, printed
+
+
+def test_a_last_line_without_its_newline_is_not_joined_to_the_next_cycle(tmp_path, capsys):
+    # Cycled as it was, the last line ran into the next cycle's first: fewer lines parsed than recorded.
+    paths = tiny_inputs(tmp_path, lines=3)
+    for path in paths.values():
+        path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    workdir = tmp_path / "work"
+    benchmark_prep.main(flags(paths, workdir, "--lines", "7", "--only", "parse", "--parsers", "balanced",
+                              "--workers", "1"))
+    source = paths["src"].read_text(encoding="utf-8").split("\n")
+    assert (workdir / "corpus" / "train.en").read_text(encoding="utf-8") == "".join(
+        source[k % 3] + "\n" for k in range(7))
+    for name in ("train.de", "train.tree.en", "train.heads.en", "tok.en"):
+        assert (workdir / "corpus" / name).read_text(encoding="utf-8").count("\n") == 7, name
+    results = json.loads((workdir / "results.json").read_text())
+    assert results["runs"]["parse balanced w1"]["lines"] == 7
+    assert sum(1 for _ in open(workdir / "parse" / "balanced.w1", encoding="utf-8")) == 7
+    assert "| balanced | 1 |" in capsys.readouterr().out
