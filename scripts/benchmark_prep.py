@@ -42,7 +42,9 @@ measured per-worker rate times the cores: ``hours = lines / (parse lines/s at 1 
 lines / (preprocess lines/s at 1 worker x cores)``.
 
 Resumable: each measurement is kept in ``WORKDIR/results.json`` as it is made and a rerun skips
-those there (``--force`` makes them again); ``--only parse`` or ``--only preprocess`` runs one
+those there (``--force`` makes them again), unless an input's path or content (a BLAKE2b hash of
+its bytes, not its size), ``--lines`` or the languages changed: then the corpus is made again and
+everything measured again. ``--only parse`` or ``--only preprocess`` runs one
 part, ``--parsers`` some of the parsers. The table is printed from results.json at the end of
 every run (``--report`` prints it without measuring anything).
 
@@ -54,6 +56,7 @@ prints the range of the pairs' ratios.
 """
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import os
@@ -226,11 +229,12 @@ def _check_args(args):
 
 
 def _corpus(args, results) -> dict:
-    """The inputs cycled to --lines lines in WORKDIR/corpus (made again when the inputs or --lines
-    changed since the results were measured: those are then dropped)."""
+    """The inputs cycled to --lines lines in WORKDIR/corpus (made again when the inputs' paths or
+    contents, --lines or the languages changed since the results were measured: those are then
+    dropped). An input edited in place to the same size is another input: its bytes are hashed."""
     inputs = {flag: str(getattr(args, flag).resolve()) if getattr(args, flag) else None
               for flag in ("src", "tgt", "trees", "heads", "tok")}
-    signature = {"inputs": inputs, "sizes": {k: os.path.getsize(v) for k, v in inputs.items() if v},
+    signature = {"inputs": inputs, "blake2b": {k: _content_hash(v) for k, v in inputs.items() if v},
                  "lines": args.lines, "langs": [args.src_lang, args.tgt_lang]}
     directory = args.workdir / "corpus"
     if results.get("corpus") != signature:
@@ -262,6 +266,15 @@ def _corpus(args, results) -> dict:
         _save_results(args.workdir, results)
     return {"lines": args.lines, "prefix": directory / "train", "tok": files["tok"], "trees": files["trees"],
             "conllu": directory / f"tok.{src}.conllu", "heads": files["heads"] if args.heads else None}
+
+
+def _content_hash(path: str) -> str:
+    """The BLAKE2b digest of the file's bytes, read in blocks."""
+    digest = hashlib.blake2b()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _cycle(source: Path, target: Path, lines: int, undo_bpe: bool = False) -> None:

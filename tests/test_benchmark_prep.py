@@ -181,6 +181,14 @@ def test_repeats_alternate_the_pair_and_report_medians_and_the_ratio_range(tmp_p
     assert "| 1 | 2 | 2 | 0.94 (0.50-1.00 over 3 pairs) | 0.92 |" in printed, printed
 
 
+def _fake_measure(measured):
+    def fake_measure(command, lines, log):
+        measured.append(command)
+        return {"command": command, "lines": lines, "wall_s": 1.0, "cpu_s": 1.0, "lines_per_s": float(lines),
+                "lines_per_cpu_s": float(lines), "peak_rss_mb": 1.0, "load_before": 0.0, "load_after": 0.0}
+    return fake_measure
+
+
 def test_a_last_line_without_its_newline_is_not_joined_to_the_next_cycle(tmp_path, capsys):
     # Cycled as it was, the last line ran into the next cycle's first: fewer lines parsed than recorded.
     paths = tiny_inputs(tmp_path, lines=3)
@@ -198,3 +206,24 @@ def test_a_last_line_without_its_newline_is_not_joined_to_the_next_cycle(tmp_pat
     assert results["runs"]["parse balanced w1"]["lines"] == 7
     assert sum(1 for _ in open(workdir / "parse" / "balanced.w1", encoding="utf-8")) == 7
     assert "| balanced | 1 |" in capsys.readouterr().out
+
+
+def test_an_input_edited_to_the_same_size_measures_everything_again(tmp_path, monkeypatch):
+    # The corpus was signed by the inputs' sizes: an edit that kept the size reused the old corpus and results.
+    paths = tiny_inputs(tmp_path)
+    workdir = tmp_path / "work"
+    measured = []
+    monkeypatch.setattr(benchmark_prep, "_measure", _fake_measure(measured))
+    monkeypatch.setattr(benchmark_prep, "_outputs_bytes", lambda out: [])
+    command = flags(paths, workdir, "--lines", "20", "--only", "parse", "--parsers", "left", "--workers", "1")
+    benchmark_prep.main(command)
+    assert len(measured) == 1
+    before = paths["src"].read_bytes()
+    after = before.replace(b"ka", b"KA")
+    assert after != before and len(after) == len(before)
+    paths["src"].write_bytes(after)
+    benchmark_prep.main(command)
+    assert len(measured) == 2  # measured again, on the new text
+    assert "KA" in (workdir / "corpus" / "train.en").read_text(encoding="utf-8")
+    benchmark_prep.main(command)
+    assert len(measured) == 2  # the same content: nothing new
