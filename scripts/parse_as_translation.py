@@ -5,7 +5,9 @@ Shiv & Quirk (2019) against a plain transformer that emits the bracketed tree, s
 Reads ``--ptb`` (NLTK's PTB sample, one gold tree per line; default
 ``../shared/data/ptb-sample/wsj_0001-0199.mrg.txt`` beside the repository). Writes into
 ``--workdir`` (default: a new temporary directory): the text data, two fairseq data-bins, two
-checkpoints and the generated test output. Prints one table.
+checkpoints and the generated test output. Prints one table. A run is not resumed: a ``--workdir``
+that is not empty (a previous run's data-bins, on which fairseq-preprocess stops, and checkpoints,
+from which fairseq-train would go on) or is a file is refused before anything is written.
 
 1. **Data.** Each line is read and normalised as every source tree of this project
    (:func:`tree_fairseq.trees.parse_tree`: traces and function tags removed, preterminals dropped,
@@ -244,6 +246,11 @@ def main(argv=None):
     logging.basicConfig(format="%(asctime)s %(message)s", level=logging.INFO, stream=sys.stderr)
     if not a.ptb.exists():
         raise SystemExit(f"{a.ptb} is absent: pass --ptb (NLTK's PTB sample, one tree per line)")
+    if a.workdir is not None and a.workdir.is_file():
+        raise SystemExit(f"--workdir {a.workdir} is a file: give a new or empty folder")
+    if a.workdir is not None and a.workdir.is_dir() and any(a.workdir.iterdir()):
+        raise SystemExit(f"--workdir {a.workdir} is not empty (a previous run's?): this script does not resume a run; "
+                         "remove it or give another --workdir")
     workdir = a.workdir or Path(tempfile.mkdtemp(prefix="parse_as_translation_"))
     workdir.mkdir(parents=True, exist_ok=True)
     log.info("work directory: %s", workdir)
