@@ -28,7 +28,6 @@ from tree_fairseq.trees.evaluation import (
     parse_tree_of_word_tags,
     parse_tree_without_punctuation,
     random_binary_tree,
-    short_sentences,
 )
 
 WORD_FILTERS = {"word-tags": parse_tree_of_word_tags, "punctuation-tags": parse_tree_without_punctuation,
