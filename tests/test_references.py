@@ -271,6 +271,48 @@ def test_two_runs_concatenated_are_refused(generate_output, tiny_databin, tmp_pa
         assert re.search(r"sentence \d+ has two T- lines: the outputs of two runs concatenated", message), message
 
 
+def test_score_refuses_an_output_that_replaces_an_input_before_scoring(generate_output, tiny_corpus, tiny_databin,
+                                                                      capsys, tmp_path):
+    """--json and --write-text are checked before anything is scored: one naming an input (the
+    generate output, --ref, a file of --data-bin) would replace it, one in a folder that does not
+    exist failed (a traceback) only after the scores were printed; each is refused in one line,
+    the input left as it was and nothing printed."""
+    path = tmp_path / "generate-test.txt"
+    shutil.copy(generate_output[0], path)
+    databin = tmp_path / "bin"
+    shutil.copytree(tiny_databin, databin)
+    before = path.read_bytes(), (databin / "test.ref.en").read_bytes()
+    ref = tmp_path / "test.en"
+    shutil.copy(tiny_corpus / "test.en", ref)
+    common = ("--generate-output", path, "--data-bin", databin)
+    assert refusal(*common, "--json", path) == (
+        f"tree-fairseq-score: error: --json {path} is an input (--generate-output {path}): writing it would replace "
+        "it; name another file")
+    assert refusal(*common, "--json", databin / "test.ref.en") == (
+        f"tree-fairseq-score: error: --json {databin / 'test.ref.en'} is a file of --data-bin {databin}: writing it "
+        "would replace it; name another file")
+    assert refusal(*common, "--json", tmp_path / "nodir" / "s.json") == (
+        f"tree-fairseq-score: error: --json {tmp_path / 'nodir' / 's.json'}: no folder {tmp_path / 'nodir'} to "
+        "write it in")
+    assert refusal(*common, "--json", tmp_path) == (
+        f"tree-fairseq-score: error: --json {tmp_path} is a folder: name a file")
+    assert refusal(*common, "--json", "") == "tree-fairseq-score: error: --json '': give the file to write"
+    prefix = tmp_path / "test"  # --write-text writes test.hyp, test.ref, test.hyp.detok, test.ref.detok
+    (tmp_path / "test.ref").write_text("kept\n")
+    assert refusal(*common, "--ref", tmp_path / "test.ref", "--write-text", prefix) == (
+        f"tree-fairseq-score: error: --write-text {prefix} {prefix}.ref is an input (--ref {tmp_path / 'test.ref'}): "
+        "writing it would replace it; name another file")
+    assert refusal(*common, "--write-text", prefix, "--json", f"{prefix}.hyp") == (
+        f"tree-fairseq-score: error: --json {prefix}.hyp is written by --write-text {prefix} too ({prefix}.hyp): "
+        "name two files")
+    assert capsys.readouterr().out == ""  # refused before any score was printed
+    assert (path.read_bytes(), (databin / "test.ref.en").read_bytes()) == before
+    assert (tmp_path / "test.ref").read_text() == "kept\n" and not (tmp_path / "test.hyp").exists()
+    # a new file beside the inputs, and in the data-bin's folder, is written
+    results, _ = written_score(capsys, databin, *common)
+    assert results["sentences"]["scored"] == 40
+
+
 # 3. End to end: generate.sh and publish_results.py on a data-bin whose test set has unknown pieces
 
 

@@ -3,7 +3,9 @@
 Reads either fairseq-generate's output (``--generate-output``: the first ``H-`` hypothesis of
 each sentence, run fairseq-generate with ``--remove-bpe``) or two files of tokenised text, one
 sentence per line (``--hyp``, ``--ref``). Prints one line per metric and writes them as JSON with
-``--json``.
+``--json``. An output (``--json``, ``--write-text``) that would replace an input (one of the files
+given, or a file of ``--data-bin``), that two options name, or that has no folder to go in is
+refused before anything is scored; each is written whole or not at all.
 
 The reference is the test set itself, never fairseq's ``T-`` lines by default: ``T-`` is the
 target after binarisation, so a subword piece missing from the dictionary prints as ``<unk>``
@@ -47,13 +49,15 @@ Metrics (``--metrics``):
 
 import argparse
 import html
-import json
+import os
 import re
 import sys
 import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
+
+from tree_fairseq.cli.files import write_json, write_lines
 
 METRICS = ("sacrebleu", "tokbleu", "compound", "rouge")
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -93,6 +97,48 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _same_file(path: str, other: str) -> bool:
+    """Whether two paths name one file: the same file when both exist, else the same absolute path."""
+    if os.path.exists(path) and os.path.exists(other):
+        return os.path.samefile(path, other)
+    return os.path.abspath(path) == os.path.abspath(other)
+
+
+def check_outputs(args) -> None:
+    """Refuse, before anything is scored, an output (``--json``, ``--write-text``'s four files) that
+    is an empty name, a folder or other than a plain file, in a folder that does not exist, one of
+    the inputs (``--generate-output``, ``--hyp``, ``--ref``, ``--ref-detok``, or a file that
+    ``--data-bin`` holds: writing it would replace it) or another output."""
+    outputs = [(f"--write-text {args.write_text}", f"{args.write_text}.{suffix}")
+               for suffix in ("hyp", "ref", "hyp.detok", "ref.detok") if args.write_text]
+    outputs += [("--json", args.json)] if args.json is not None else []
+    if args.write_text == "":
+        raise ValueError("--write-text '': give the prefix of the files to write")
+    inputs = [(option, path) for option, path in (("--generate-output", args.generate_output), ("--hyp", args.hyp),
+                                                  ("--ref", args.ref), ("--ref-detok", args.ref_detok)) if path]
+    data_bin = args.data_bin.split(":")[0] if args.data_bin else None
+    for n, (option, output) in enumerate(outputs):
+        if not output:
+            raise ValueError(f"{option} '': give the file to write")
+        folder = os.path.dirname(os.path.abspath(output))
+        if not os.path.isdir(folder):
+            raise ValueError(f"{option} {output}: no folder {folder} to write it in")
+        if os.path.exists(output) and not os.path.isfile(output):
+            raise ValueError(f"{option} {output} is {'a folder' if os.path.isdir(output) else 'not a plain file'}: "
+                             "name a file")
+        for given, path in inputs:
+            if _same_file(output, path):
+                raise ValueError(f"{option} {output} is an input ({given} {path}): writing it would replace it; "
+                                 "name another file")
+        if data_bin and os.path.exists(output) and os.path.isdir(data_bin) and \
+                os.path.samefile(os.path.dirname(os.path.realpath(output)), data_bin):
+            raise ValueError(f"{option} {output} is a file of --data-bin {args.data_bin}: writing it would replace "
+                             "it; name another file")
+        for earlier, path in outputs[:n]:
+            if _same_file(output, path):
+                raise ValueError(f"{option} {output} is written by {earlier} too ({path}): name two files")
+
+
 def read_generate_ids(path: str) -> list[int]:
     """The sentence ids that have an ``H-`` line in fairseq-generate's output, sorted."""
     ids = set()
@@ -108,8 +154,6 @@ def read_generate_ids(path: str) -> list[int]:
 def split_sources(data_bin: str, subset: str) -> list[str]:
     """The source sentences of ``subset`` of a fairseq data-bin, as its dictionary spells them
     (subword pieces and all)."""
-    import os
-
     from fairseq.data import Dictionary, data_utils
 
     data_bin = data_bin.split(":")[0]  # fairseq's sharded data-bins: the first holds valid and test
@@ -144,8 +188,6 @@ def reference_paths(data_bin: str, subset: str, lang: str) -> tuple[str, str]:
     """Where a data-bin keeps a split's target text: as it was binarised (tokenised, subword
     pieces and all; written by tree-fairseq-preprocess) and untokenised (written by the recipes
     that have the raw test set)."""
-    import os
-
     return (os.path.join(data_bin, f"{subset}.ref.{lang}"), os.path.join(data_bin, f"{subset}.ref.raw.{lang}"))
 
 
@@ -173,8 +215,6 @@ def stored_reference(data_bin: str, subset: str) -> Reference | None:
     """The split's references that the data-bin keeps (:func:`reference_paths`), or None when it
     keeps none (a data-bin made by fairseq-preprocess, or by tree-fairseq-preprocess before it kept
     them)."""
-    import os
-
     data_bin = data_bin.split(":")[0]
     tgt = target_language(data_bin)
     tokenised_path, raw_path = reference_paths(data_bin, subset, tgt)
@@ -534,6 +574,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.lang is None:
             args.lang = target_language(args.data_bin) if args.data_bin else "en"
+        check_outputs(args)
         if args.generate_output:
             hyps, t_lines = read_generate_output(args.generate_output)
             ids = read_generate_ids(args.generate_output)
@@ -566,21 +607,20 @@ def main(argv: list[str] | None = None) -> None:
             sentences = {"scored": len(hyps), "split": len(reference.tokenised), "source": f"the lines of {args.ref}"}
         results = score(hyps, reference.tokenised, args.metrics, args.lang, reference.raw, not args.no_stemmer,
                         args.seed)
+        if cover and cover["missing"]:
+            results["subset"] = cover
+        results["reference"] = reference.source
+        results["sentences"] = sentences
+        if args.write_text:
+            for suffix, lines in (("hyp", hyps), ("ref", reference.tokenised),
+                                  ("hyp.detok", detokenize(hyps, args.lang)),
+                                  ("ref.detok", reference.raw or detokenize(reference.tokenised, args.lang))):
+                write_lines(f"{args.write_text}.{suffix}", lines)
+        if args.json:
+            write_json(args.json, results)
     except (OSError, ValueError) as error:
         sys.exit(f"tree-fairseq-score: error: {error}")
-    if args.write_text:
-        for suffix, lines in (("hyp", hyps), ("ref", reference.tokenised), ("hyp.detok", detokenize(hyps, args.lang)),
-                              ("ref.detok", reference.raw or detokenize(reference.tokenised, args.lang))):
-            with open(f"{args.write_text}.{suffix}", "w", encoding="utf-8") as out:
-                out.writelines(line + "\n" for line in lines)
-    if cover and cover["missing"]:
-        results["subset"] = cover
-    results["reference"] = reference.source
-    results["sentences"] = sentences
     print(report(results))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(results, out, indent=1)
 
 
 if __name__ == "__main__":
