@@ -271,6 +271,43 @@ def test_two_runs_concatenated_are_refused(generate_output, tiny_databin, tmp_pa
         assert re.search(r"sentence \d+ has two T- lines: the outputs of two runs concatenated", message), message
 
 
+def test_score_checks_a_raw_reference_against_the_tokenised_one(generate_output, tiny_corpus, tiny_databin, capsys,
+                                                                tmp_path):
+    """--ref-detok was taken as it was: the raw text of another test set, or with more lines, was
+    scored (a BLEU near 0 reported as the system's). It must have a line per sentence of the split
+    and spell the words of the tokenised reference (publish_results' check_raw_reference), with
+    --generate-output as with --hyp."""
+    path, hyps, _, _ = generate_output
+    test_text, valid_text = lines_of(tiny_corpus / "test.en"), lines_of(tiny_corpus / "valid.en")
+    raw, other, longer = tmp_path / "test.raw.en", tmp_path / "valid.raw.en", tmp_path / "longer.raw.en"
+    raw.write_text("".join(line + "\n" for line in detok(test_text)))
+    other.write_text("".join(line + "\n" for line in detok(valid_text)))  # as many lines, other sentences
+    longer.write_text(raw.read_text() + "one more sentence .\n")
+    common = ("--generate-output", path, "--data-bin", tiny_databin)
+    message = refusal(*common, "--ref-detok", other)
+    assert (f"--ref-detok {other} is not the text of {tiny_databin / 'test.ref.en'} (subword_nmt pieces removed): "
+            "40 of its 40 lines spell other words (line 1: ") in message
+    assert refusal(*common, "--ref-detok", longer) == (
+        f"tree-fairseq-score: error: --ref-detok {longer} has 41 lines, but the test split of {tiny_databin} has 40 "
+        "sentences: the reference of another test set")
+    # without --data-bin: checked against --ref, the split being the output's ids
+    message = refusal("--generate-output", path, "--ref", tiny_corpus / "test.en", "--ref-detok", other)
+    assert f"--ref-detok {other} is not the text of {tiny_corpus / 'test.en'}: 40 of its 40 lines" in message
+    assert f"--ref-detok {longer} has 41 lines, but ids 0 to 39 of {path} has 40 sentences" in refusal(
+        "--generate-output", path, "--ref", tiny_corpus / "test.en", "--ref-detok", longer)
+    # --hyp and --ref
+    hyp = tmp_path / "hyp.en"
+    hyp.write_text("".join(line + "\n" for line in hyps))
+    message = refusal("--hyp", hyp, "--ref", tiny_corpus / "test.en", "--ref-detok", other)
+    assert f"--ref-detok {other} is not the text of {tiny_corpus / 'test.en'}: 40 of its 40 lines" in message
+    assert f"--ref-detok {longer} has 41 lines, but {tiny_corpus / 'test.en'} 40: the reference of another" in refusal(
+        "--hyp", hyp, "--ref", tiny_corpus / "test.en", "--ref-detok", longer)
+    # the test set's raw text is taken
+    results, out = written_score(capsys, tmp_path, *common, "--ref-detok", raw)
+    assert results["sacrebleu"]["score"] == pytest.approx(corpus_bleu(detok(hyps), detok(test_text)), abs=1e-9)
+    assert f"sacreBLEU against {raw}" in results["reference"]
+
+
 def test_score_refuses_an_output_that_replaces_an_input_before_scoring(generate_output, tiny_corpus, tiny_databin,
                                                                       capsys, tmp_path):
     """--json and --write-text are checked before anything is scored: one naming an input (the

@@ -14,8 +14,12 @@ is the split's target text that tree-fairseq-preprocess keeps beside the binaris
 (``SPLIT.ref.LANG``, subword marks removed as ``--remove-bpe`` removes them), and sacreBLEU's
 reference the split's untokenised text where the data-bin holds it (``SPLIT.ref.raw.LANG``,
 written by the recipes that have one), else the Moses detokenisation of the former.
-``--ref``/``--ref-detok`` give the references of a data-bin made elsewhere. Without any of
-these the ``T-`` lines are used only when none holds ``<unk>``; otherwise the scoring stops,
+``--ref``/``--ref-detok`` give the references of a data-bin made elsewhere. ``--ref-detok`` is
+refused unless it has a line for every sentence of the split (the data-bin's split, else ids 0
+to the output's last; with ``--hyp``, a line for every line of ``--ref``) and the scored lines
+spell the words of the tokenised reference, all but a tenth of them (as
+scripts/publish_results.py checks it): the raw text of another test set is not scored. Without
+any of these the ``T-`` lines are used only when none holds ``<unk>``; otherwise the scoring stops,
 naming how many do, unless ``--allow-unk-reference``. The report names the reference it used.
 
 A score over part of a split is not the split's score. fairseq-generate skips sentences without
@@ -595,15 +599,19 @@ def main(argv: list[str] | None = None) -> None:
             sentences = {"scored": cover["scored"], "split": cover["split"], "source": source}
             if args.ref_detok:
                 raw = read_lines(args.ref_detok)
-                if ids and ids[-1] >= len(raw):
-                    raise ValueError(f"--ref-detok {args.ref_detok} has {len(raw)} lines, but {args.generate_output} "
-                                     f"translates sentence {ids[-1]}")
-                reference = Reference(reference.tokenised, [raw[i] for i in ids],
+                if len(raw) != cover["split"]:
+                    raise ValueError(f"--ref-detok {args.ref_detok} has {len(raw)} lines, but {source} has "
+                                     f"{cover['split']} sentences: the reference of another test set")
+                raw = [raw[i] for i in ids]
+                check_raw_reference(f"--ref-detok {args.ref_detok}", raw, reference.tokenised, reference.source)
+                reference = Reference(reference.tokenised, raw,
                                       f"{reference.source}, sacreBLEU against {args.ref_detok}")
         else:
             hyps = read_lines(args.hyp)
             reference = Reference(read_lines(args.ref), read_lines(args.ref_detok) if args.ref_detok else None,
                                   args.ref + (f", sacreBLEU against {args.ref_detok}" if args.ref_detok else ""))
+            if args.ref_detok:
+                check_raw_reference(f"--ref-detok {args.ref_detok}", reference.raw, reference.tokenised, args.ref)
             sentences = {"scored": len(hyps), "split": len(reference.tokenised), "source": f"the lines of {args.ref}"}
         results = score(hyps, reference.tokenised, args.metrics, args.lang, reference.raw, not args.no_stemmer,
                         args.seed)
