@@ -308,6 +308,20 @@ def test_score_checks_a_raw_reference_against_the_tokenised_one(generate_output,
     assert f"sacreBLEU against {raw}" in results["reference"]
 
 
+@pytest.mark.parametrize("metric", ["sacrebleu", "rouge"])
+def test_score_refuses_empty_hypotheses_or_references_by_name(metric, tmp_path):
+    """Empty --hyp and --ref files were a traceback (sacreBLEU's IndexError, rouge's KeyError on an
+    aggregate of nothing); each is refused by name."""
+    empty, text = tmp_path / "empty", tmp_path / "text"
+    empty.write_text("")
+    text.write_text("the cat sat .\n")
+    for hyp, ref, named in ((empty, empty, f"--hyp {empty}"), (text, empty, f"--ref {empty}"),
+                            (empty, text, f"--hyp {empty}")):
+        with pytest.raises(SystemExit) as exit_info:
+            score.main(["--hyp", str(hyp), "--ref", str(ref), "--metrics", metric])
+        assert str(exit_info.value.code) == f"tree-fairseq-score: error: {named} is empty: no sentence to score"
+
+
 def test_score_refuses_an_output_that_replaces_an_input_before_scoring(generate_output, tiny_corpus, tiny_databin,
                                                                       capsys, tmp_path):
     """--json and --write-text are checked before anything is scored: one naming an input (the

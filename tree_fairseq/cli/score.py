@@ -2,10 +2,10 @@
 
 Reads either fairseq-generate's output (``--generate-output``: the first ``H-`` hypothesis of
 each sentence, run fairseq-generate with ``--remove-bpe``) or two files of tokenised text, one
-sentence per line (``--hyp``, ``--ref``). Prints one line per metric and writes them as JSON with
-``--json``. An output (``--json``, ``--write-text``) that would replace an input (one of the files
-given, or a file of ``--data-bin``), that two options name, or that has no folder to go in is
-refused before anything is scored; each is written whole or not at all.
+sentence per line (``--hyp``, ``--ref``; an empty one is refused). Prints one line per metric and
+writes them as JSON with ``--json``. An output (``--json``, ``--write-text``) that would replace
+an input (one of the files given, or a file of ``--data-bin``), that two options name, or that
+has no folder to go in is refused before anything is scored; each is written whole or not at all.
 
 The reference is the test set itself, never fairseq's ``T-`` lines by default: ``T-`` is the
 target after binarisation, so a subword piece missing from the dictionary prints as ``<unk>``
@@ -610,6 +610,9 @@ def main(argv: list[str] | None = None) -> None:
             hyps = read_lines(args.hyp)
             reference = Reference(read_lines(args.ref), read_lines(args.ref_detok) if args.ref_detok else None,
                                   args.ref + (f", sacreBLEU against {args.ref_detok}" if args.ref_detok else ""))
+            for option, path, lines in (("--hyp", args.hyp, hyps), ("--ref", args.ref, reference.tokenised)):
+                if not lines:
+                    raise ValueError(f"{option} {path} is empty: no sentence to score")
             if args.ref_detok:
                 check_raw_reference(f"--ref-detok {args.ref_detok}", reference.raw, reference.tokenised, args.ref)
             sentences = {"scored": len(hyps), "split": len(reference.tokenised), "source": f"the lines of {args.ref}"}
