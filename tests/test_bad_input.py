@@ -131,6 +131,31 @@ def test_score_refuses_a_subset_and_names_the_missing_sentences(tmp_path, tiny_d
             "marked as such") in str(exited.value.code)
 
 
+def test_score_without_data_bin_refuses_an_output_without_its_closing_line(tmp_path, capsys):
+    """Without --data-bin, the ids of an output cut short after its last sentence still ran 0, 1,
+    ... without a gap: it was scored as the whole split ("18 of 18"). fairseq-generate's closing
+    line is what shows the file whole: without it the output is refused, or with --allow-subset
+    scored and marked as perhaps part of the split."""
+    from tree_fairseq.cli import score
+
+    output = write_generate_output(tmp_path / "generate-test.txt", range(18))
+    with pytest.raises(SystemExit) as exited:
+        score.main(["--generate-output", str(output), "--metrics", "tokbleu"])
+    assert str(exited.value.code) == (
+        f"tree-fairseq-score: error: {output} lacks fairseq-generate's closing line (\"Generate SUBSET with beam=N: "
+        "...\", written last), so it may be cut short: its 18 hypotheses (ids 0 to 17) need not be the whole split. "
+        "Give --data-bin (the split's size is checked), or pass --allow-subset to score them, marked as such")
+    assert capsys.readouterr().out == ""
+    score.main(["--generate-output", str(output), "--metrics", "tokbleu", "--allow-subset"])
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"sentences scored: 18 of 18 (ids 0 to 17 of {output}, which lacks fairseq-generate's closing line: perhaps "
+        "part of the split (--allow-subset))")
+    with open(output, "a") as f:
+        f.write("Generate test with beam=5: BLEU4 = 100.00, 100.0/100.0/100.0/100.0 (BP=1.000, ratio=1.000)\n")
+    score.main(["--generate-output", str(output), "--metrics", "tokbleu"])
+    assert capsys.readouterr().out.splitlines()[-1] == f"sentences scored: 18 of 18 (ids 0 to 17 of {output})"
+
+
 def test_score_refuses_the_output_of_another_split(tmp_path, tiny_databin):
     from tree_fairseq.cli import score
 

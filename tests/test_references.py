@@ -126,7 +126,8 @@ def test_a_data_bin_raw_reference_of_another_length_is_refused(tiny_databin, tmp
 def generate_output(tiny_corpus, tiny_databin, tmp_path_factory):
     """fairseq-generate --remove-bpe output over the tiny test split, written by hand: T- lines as
     fairseq prints them (a word missing from the dictionary as <<unk>>), hypotheses that are the
-    reference with its first word left out on every other sentence. Returns the path, the
+    reference with its first word left out on every other sentence, and the closing line
+    fairseq-generate writes last (the file is whole). Returns the path, the
     hypotheses, the T- lines and the ids of the sentences whose T- line holds <unk>."""
     sources = [line.replace("@@ ", "") for line in lines_of(tiny_corpus / "test.de")]
     references = lines_of(tiny_corpus / "test.en")
@@ -137,7 +138,8 @@ def generate_output(tiny_corpus, tiny_databin, tmp_path_factory):
     order = list(range(len(references)))
     random.Random(1).shuffle(order)  # batch order, as fairseq-generate prints
     path.write_text("".join(f"S-{i}\t{sources[i]}\nT-{i}\t{ts[i]}\nH-{i}\t-0.5\t{hyps[i]}\nD-{i}\t-0.5\t{hyps[i]}\n"
-                            for i in order), encoding="utf-8")
+                            for i in order) + "Generate test with beam=5: BLEU4 = 50.00, 70.0/55.0/45.0/35.0\n",
+                    encoding="utf-8")
     with_unk = [i for i, line in enumerate(ts) if "<unk>" in line]
     assert 0 < len(with_unk) < len(ts)  # the tiny test set has words the dictionary lacks, and lines without
     return path, hyps, ts, with_unk

@@ -28,8 +28,10 @@ fairseq's default ``--required-batch-size-multiple 8`` with the stock translatio
 ``--data-bin`` (and ``--subset``) the sentence ids of the output are compared with the split, and
 without it the ids must at least run 0, 1, ... without a gap. With ``--data-bin``, the output must
 also be of that split: an id the split does not have, or an ``S-`` source line other than the
-split's sentence of that id, stops the scoring. Missing sentences stop the scoring,
-naming how many and which, and why as far as the file tells (fairseq-generate skipped them, having
+split's sentence of that id, stops the scoring; without it, so does an output lacking
+fairseq-generate's closing ``Generate ... with beam=`` line (it may be cut short after any
+sentence; ``--allow-subset`` scores it, marked as perhaps part of the split). Missing sentences
+stop the scoring, naming how many and which, and why as far as the file tells (fairseq-generate skipped them, having
 written its closing ``Generate ... with beam=`` line; or the file is cut short, without that line
 or inside a line), unless ``--allow-subset``, which scores them and marks every line (and
 the JSON) with the share scored. A file that ends inside a sentence's line is refused in any case. The last line of the report (``sentences`` in the JSON) always
@@ -393,6 +395,25 @@ def cut_line(path: str) -> tuple[int, str] | None:
     return (number, last) if last and not last.endswith("\n") else None
 
 
+def closed(path: str) -> bool:
+    """Whether fairseq-generate's output ``path`` holds its closing ``Generate SUBSET with beam=N``
+    line (written once every sentence is)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return any(_CLOSING.match(line) for line in f)
+
+
+def check_closed(path: str, hypotheses: int, allow_subset: bool) -> None:
+    """Without a data-bin to count the split, refuse (unless ``allow_subset``) an output ``path``
+    that lacks fairseq-generate's closing line: its ids run 0, 1, ... without a gap, but nothing
+    shows the file holds the whole split (it may be cut short after any sentence)."""
+    if not allow_subset:
+        raise ValueError(
+            f"{path} lacks fairseq-generate's closing line (\"Generate SUBSET with beam=N: ...\", written last), "
+            f"so it may be cut short: its {hypotheses} hypotheses (ids 0 to {hypotheses - 1}) need not be the whole "
+            "split. Give --data-bin (the split's size is checked), or pass --allow-subset to score them, marked as "
+            "such")
+
+
 def why_missing(path: str, hypotheses: int) -> str:
     """Why fairseq-generate's output ``path``, with ``hypotheses`` sentence ids, lacks sentences, as
     far as the file tells. fairseq-generate ends its output of a split with targets with a
@@ -597,6 +618,10 @@ def main(argv: list[str] | None = None) -> None:
             source = (f"the {args.subset} split of {args.data_bin}" if args.data_bin
                       else f"ids 0 to {cover['split'] - 1} of {args.generate_output}")
             sentences = {"scored": cover["scored"], "split": cover["split"], "source": source}
+            if not args.data_bin and not closed(args.generate_output):
+                check_closed(args.generate_output, cover["scored"], args.allow_subset)
+                sentences["source"] += (", which lacks fairseq-generate's closing line: perhaps part of the split "
+                                        "(--allow-subset)")
             if args.ref_detok:
                 raw = read_lines(args.ref_detok)
                 if len(raw) != cover["split"]:
