@@ -35,7 +35,10 @@ again, or with a new output), else the run is refused naming those it would drop
 and score.sh; and a system given with a fairseq-generate output whose SYSTEM.hyp.LANG the folder
 holds already is replaced only with --replace SYSTEM (the new output, its figures and tests). The
 figures of a system given by its name alone are recomputed from its published output: the same,
-unless the reference changed.
+unless the reference changed. When such systems are scored beside outputs given anew, the
+reference of those outputs must be the text of the test set --out publishes (its ref.LANG, checked
+as a raw reference is, below): the reference of another data-bin or split is refused, not put in
+its place.
 
 One run at a time publishes into a folder: a second is refused while the first holds OUT.lock
 (beside the folder). Every file is written and scored in OUT/.publishing first and moved into place
@@ -256,11 +259,27 @@ def _reference(args, systems: dict) -> tuple[list[str], str]:
     if args.ref_detok:
         raw = read_lines(args.ref_detok)
         check_raw_reference(f"--ref-detok {args.ref_detok}", raw, reference.tokenised, reference.source)
-        return raw, f"{args.ref_detok} (raw)"
-    if reference.raw is not None:
-        return reference.raw, f"{reference.source} (raw)"
-    return (detokenize(reference.tokenised, args.lang),
-            f"{reference.source}, detokenised (sacremoses -l {args.lang})")
+        found = raw, f"{args.ref_detok} (raw)"
+    elif reference.raw is not None:
+        found = reference.raw, f"{reference.source} (raw)"
+    else:
+        found = (detokenize(reference.tokenised, args.lang),
+                 f"{reference.source}, detokenised (sacremoses -l {args.lang})")
+    _check_published_reference(args, systems, *found)
+    return found
+
+
+def _check_published_reference(args, systems: dict, reference: list[str], described: str) -> None:
+    """Refuse to score the systems given by their names alone against a reference (``described``)
+    that is not the text of the test set their published outputs translate, --out's ref.LANG (as a
+    raw reference is checked, :func:`check_raw_reference`): the reference of the outputs given
+    beside them, from another data-bin or split, replaced it and scored them against other sentences."""
+    alone = [name for name, path in systems.items() if path is None]
+    published = os.path.join(args.out, f"ref.{args.lang}")
+    if alone and os.path.isfile(published):
+        given = [name for name, path in systems.items() if path is not None]
+        check_raw_reference(f"the reference of {', '.join(given)} ({described})", reference, read_lines(published),
+                            f"{published} (the test set of the published {', '.join(alone)})")
 
 
 def _hypotheses(args, name: str, path: str | None, size: int) -> list[str]:

@@ -351,6 +351,30 @@ def test_publishing_again_drops_no_system_and_replaces_one_only_when_asked(tiny_
     capsys.readouterr()
 
 
+def test_systems_published_already_keep_the_test_set_they_translate(tiny_databin, tmp_path, capsys):
+    """Systems named alone beside one given with its output of another split (or data-bin) were
+    scored again against that output's reference, and ref.LANG replaced by it, though their
+    published outputs translate the test set of the old one (a BLEU near 0 for them, exit 0). The
+    new reference must be the text of --out's ref.LANG, as a raw reference is checked."""
+    publish, out, good, worse = publish_a_and_b(tiny_databin, tmp_path)
+    before = folder_bytes(out)
+    valid_references, valid_sources = split_text(tiny_databin, "valid")
+    valid_output = write_output(tmp_path / "valid.txt", valid_sources, valid_references, valid_references)
+    message = publish.refused("--subset", "valid", "a", "b", "c=" + valid_output)
+    assert message.startswith(
+        f"publish_results.py: error: the reference of c ({tiny_databin / 'valid.ref.en'} (subword_nmt pieces "
+        f"removed), detokenised (sacremoses -l en)) is not the text of {out / 'ref.en'} (the test set of the published "
+        "a, b): 40 of its 40 lines spell other words (line 1: "), message
+    assert folder_bytes(out) == before
+    # an output of the published test set is added beside them, their figures as they were
+    publish("a", "b", "c=" + worse)
+    after = folder_bytes(out)
+    assert after["ref.en"] == before["ref.en"] and after["a.hyp.en"] == before["a.hyp.en"]
+    assert {name: json.loads(after["scores.json"])["systems"][name] for name in "ab"} == json.loads(
+        before["scores.json"])["systems"]
+    capsys.readouterr()
+
+
 def test_publishing_stopped_part_way_leaves_the_folder_as_it_was_and_runs_one_at_a_time(tiny_databin, tmp_path,
                                                                                         monkeypatch, capsys):
     """Everything is written and scored in OUT/.publishing and moved into place once every figure is
