@@ -62,20 +62,6 @@ def test_no_input_is_a_file_the_run_writes_or_removes_beside_its_output(tmp_path
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.parts").exists()
 
 
-def test_an_interrupted_parse_says_how_to_go_on_in_one_line(tmp_path, monkeypatch, capsys):
-    (tmp_path / "text").write_text("a b c\n")
-
-    def interrupted(args):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(parse_cli, "parse_file", interrupted)
-    with pytest.raises(SystemExit) as exit_info:
-        _parse(tmp_path, "--parser", "balanced")
-    assert exit_info.value.code == 130
-    err = capsys.readouterr().err
-    assert "interrupted; run the same command again to finish" in err and "Traceback" not in err
-
-
 def test_a_lock_of_a_dead_run_is_taken_over(tmp_path, capsys):
     (tmp_path / "text").write_text("a b c\n")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

@@ -196,10 +196,6 @@ def main(argv: list[str] | None = None) -> None:
                  f"run the same command again{kept}")
     except (TreeError, ValueError) as error:
         sys.exit(f"tree-fairseq-parse: error: {error}")
-    except KeyboardInterrupt:
-        kept = "" if args.join else f"; the chunks parsed so far are kept in {args.output}.parts/"
-        print(f"tree-fairseq-parse: interrupted; run the same command again to finish{kept}", file=sys.stderr)
-        sys.exit(130)
 
 
 def parse_file(args: argparse.Namespace) -> None:
