@@ -56,7 +56,7 @@ import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from tree_fairseq.cli.files import replacing, write_json
+from tree_fairseq.cli.files import check_output, replacing, write_json
 
 METRICS = ("BLEU", "chrF")
 DETOKENISE = ("publish detokenised text (fairseq-generate --remove-bpe, then detokenise, as scripts/publish_results.py "
@@ -652,13 +652,7 @@ def check_outputs_paths(args, json_path: str, runs: list[str]) -> None:
               *([args.source] if args.source else [])]
     outputs = [("--json", json_path)] + ([("--plot", args.plot)] if args.plot else [])
     for flag, output in outputs:
-        folder = os.path.dirname(os.path.abspath(output))
-        if not os.path.isdir(folder):
-            raise ValueError(f"{flag} {output}: no folder {folder} to write it in")
-    for flag, output in outputs:
-        for given in inputs:
-            if os.path.exists(given) and os.path.exists(output) and os.path.samefile(given, output):
-                raise ValueError(f"{flag} {output} is an input ({given}): name another file")
+        check_output(flag, output, [(given, given) for given in inputs])
     if args.plot and os.path.realpath(args.plot) == os.path.realpath(json_path):
         raise ValueError(f"--plot and --json name one file, {json_path}: name two")
     if args.source:

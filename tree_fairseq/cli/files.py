@@ -77,3 +77,22 @@ def write_lines(path, lines, locked: bool = False) -> None:
 def write_json(path, value, sort_keys: bool = False, locked: bool = False) -> None:
     """``value`` as indented JSON ending in a newline, whole or not at all."""
     write_text(path, json.dumps(value, indent=1, sort_keys=sort_keys) + "\n", locked)
+
+
+def same_file(path, other) -> bool:
+    """Whether two paths name one file: the same file when both exist, else the same absolute path."""
+    if os.path.exists(path) and os.path.exists(other):
+        return os.path.samefile(path, other)
+    return os.path.abspath(path) == os.path.abspath(other)
+
+
+def check_output(option: str, output, inputs) -> None:
+    """Refuse an output (named by ``option``) with no folder to be written in, or that is one of
+    ``inputs``, (description, path) pairs: writing it would replace that input."""
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{option} {output}: no folder {folder} to write it in")
+    for given, path in inputs:
+        if same_file(output, path):
+            raise ValueError(f"{option} {output} is an input ({given}): writing it would replace it; "
+                             "name another file")

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tree_fairseq.cli.files import write_json, write_lines
+from tree_fairseq.cli.files import check_output, same_file, write_json, write_lines
 
 METRICS = ("sacrebleu", "tokbleu", "compound", "rouge")
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -103,13 +103,6 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _same_file(path: str, other: str) -> bool:
-    """Whether two paths name one file: the same file when both exist, else the same absolute path."""
-    if os.path.exists(path) and os.path.exists(other):
-        return os.path.samefile(path, other)
-    return os.path.abspath(path) == os.path.abspath(other)
-
-
 def check_outputs(args) -> None:
     """Refuse, before anything is scored, an output (``--json``, ``--write-text``'s four files) that
     is an empty name, a folder or other than a plain file, in a folder that does not exist, one of
@@ -126,22 +119,16 @@ def check_outputs(args) -> None:
     for n, (option, output) in enumerate(outputs):
         if not output:
             raise ValueError(f"{option} '': give the file to write")
-        folder = os.path.dirname(os.path.abspath(output))
-        if not os.path.isdir(folder):
-            raise ValueError(f"{option} {output}: no folder {folder} to write it in")
         if os.path.exists(output) and not os.path.isfile(output):
             raise ValueError(f"{option} {output} is {'a folder' if os.path.isdir(output) else 'not a plain file'}: "
                              "name a file")
-        for given, path in inputs:
-            if _same_file(output, path):
-                raise ValueError(f"{option} {output} is an input ({given} {path}): writing it would replace it; "
-                                 "name another file")
+        check_output(option, output, [(f"{given} {path}", path) for given, path in inputs])
         if data_bin and os.path.exists(output) and os.path.isdir(data_bin) and \
                 os.path.samefile(os.path.dirname(os.path.realpath(output)), data_bin):
             raise ValueError(f"{option} {output} is a file of --data-bin {args.data_bin}: writing it would replace "
                              "it; name another file")
         for earlier, path in outputs[:n]:
-            if _same_file(output, path):
+            if same_file(output, path):
                 raise ValueError(f"{option} {output} is written by {earlier} too ({path}): name two files")
 
 
