@@ -236,6 +236,36 @@ def test_a_data_bin_without_its_kept_text_falls_back_to_the_t_lines_and_refuses(
     assert "the reference of " + str(other) in message
 
 
+def test_a_ref_of_another_length_than_the_split_is_refused(generate_output, tiny_corpus, tiny_databin, capsys,
+                                                          tmp_path):
+    """--ref with more lines than the split was accepted (only one too short was refused): the
+    reference of a longer test set scored the output as complete. With --data-bin its lines must be
+    the split's sentences; without one they count the split, so an output of fewer sentences (one
+    cut short, closing line or not) is a subset, refused unless --allow-subset."""
+    path, hyps, _, _ = generate_output
+    reference = tiny_corpus / "test.en"
+    longer = tmp_path / "longer.en"
+    longer.write_text(reference.read_text() + "one more sentence .\n")
+    assert refusal("--generate-output", path, "--data-bin", tiny_databin, "--ref", longer) == (
+        f"tree-fairseq-score: error: --ref {longer} has 41 lines, but the test split of {tiny_databin} has 40 "
+        "sentences: the reference of another test set")
+    message = refusal("--generate-output", path, "--ref", longer)
+    assert f"hypotheses for 40 of the 41 sentences of --ref {longer}: 1 missing (ids 40)" in message
+    results, out = written_score(capsys, tmp_path, "--generate-output", path, "--ref", longer, "--allow-subset")
+    assert results["subset"]["missing"] == [40] and results["sentences"]["split"] == 41
+    # the whole split, by its --ref: scored, without fairseq-generate's closing line too
+    unclosed = tmp_path / "generate-unclosed.txt"
+    unclosed.write_text("".join(line + "\n" for line in lines_of(path) if not line.startswith("Generate ")))
+    for output in (path, unclosed):
+        results, out = written_score(capsys, tmp_path, "--generate-output", output, "--ref", reference)
+        assert results["sentences"] == {"scored": 40, "split": 40, "source": f"--ref {reference}"}
+        assert "subset" not in results
+    cut = tmp_path / "generate-cut.txt"
+    cut.write_text("".join(line + "\n" for line in lines_of(path) if not re.match(r"[A-Z]-(39|38)\t", line)))
+    message = refusal("--generate-output", cut, "--ref", reference)
+    assert f"hypotheses for 38 of the 40 sentences of --ref {reference}: 2 missing (ids 38, 39)" in message
+
+
 def test_a_stored_text_that_is_not_the_t_lines_is_refused_naming_the_sentence(generate_output, tiny_databin,
                                                                               tmp_path):
     path, _, _, with_unk = generate_output
@@ -292,10 +322,10 @@ def test_score_checks_a_raw_reference_against_the_tokenised_one(generate_output,
     assert refusal(*common, "--ref-detok", longer) == (
         f"tree-fairseq-score: error: --ref-detok {longer} has 41 lines, but the test split of {tiny_databin} has 40 "
         "sentences: the reference of another test set")
-    # without --data-bin: checked against --ref, the split being the output's ids
+    # without --data-bin: checked against --ref, whose lines count the split
     message = refusal("--generate-output", path, "--ref", tiny_corpus / "test.en", "--ref-detok", other)
     assert f"--ref-detok {other} is not the text of {tiny_corpus / 'test.en'}: 40 of its 40 lines" in message
-    assert f"--ref-detok {longer} has 41 lines, but ids 0 to 39 of {path} has 40 sentences" in refusal(
+    assert f"--ref-detok {longer} has 41 lines, but --ref {tiny_corpus / 'test.en'} has 40 sentences" in refusal(
         "--generate-output", path, "--ref", tiny_corpus / "test.en", "--ref-detok", longer)
     # --hyp and --ref
     hyp = tmp_path / "hyp.en"

@@ -80,7 +80,8 @@ def get_parser() -> argparse.ArgumentParser:
     source.add_argument("--hyp", metavar="FILE", help="tokenised hypotheses, one per line (with --ref)")
     parser.add_argument("--ref", metavar="FILE",
                         help="tokenised references without subword marks, one per line (with --hyp; with "
-                        "--generate-output one per sentence id of the split, instead of the data-bin's own)")
+                        "--generate-output one per sentence of the split, instead of the data-bin's own: its lines count the "
+                        "split)")
     parser.add_argument("--ref-detok", metavar="FILE",
                         help="raw (untokenised) references for sacreBLEU instead of detokenising the tokenised ones")
     parser.add_argument("--allow-unk-reference", action="store_true",
@@ -390,14 +391,14 @@ def closed(path: str) -> bool:
 
 
 def check_closed(path: str, hypotheses: int, allow_subset: bool) -> None:
-    """Without a data-bin to count the split, refuse (unless ``allow_subset``) an output ``path``
+    """Without a data-bin or --ref to count the split, refuse (unless ``allow_subset``) an output ``path``
     that lacks fairseq-generate's closing line: its ids run 0, 1, ... without a gap, but nothing
     shows the file holds the whole split (it may be cut short after any sentence)."""
     if not allow_subset:
         raise ValueError(
             f"{path} lacks fairseq-generate's closing line (\"Generate SUBSET with beam=N: ...\", written last), "
             f"so it may be cut short: its {hypotheses} hypotheses (ids 0 to {hypotheses - 1}) need not be the whole "
-            "split. Give --data-bin (the split's size is checked), or pass --allow-subset to score them, marked as "
+            "split. Give --data-bin or --ref (the split's size is checked), or pass --allow-subset to score them, marked as "
             "such")
 
 
@@ -595,17 +596,27 @@ def main(argv: list[str] | None = None) -> None:
                 sources = split_sources(args.data_bin, args.subset)
                 check_split(args.generate_output, ids, sources, f"{args.data_bin} {args.subset}")
                 size = len(sources)
+            if args.ref:
+                # --ref holds one line per sentence of the split: with --data-bin as many as the
+                # split, without one it counts the split (an output of fewer sentences is a subset)
+                lines = len(read_lines(args.ref))
+                if size is not None and lines != size:
+                    raise ValueError(f"--ref {args.ref} has {lines} lines, but the {args.subset} split of "
+                                     f"{args.data_bin} has {size} sentences: the reference of another test set")
+                size = lines
             reference = reference_for(args.generate_output, ids, t_lines, args.data_bin, args.subset, args.ref,
                                       args.allow_unk_reference)
             if args.data_bin:
                 check_identified(args.generate_output, reference, f"{args.data_bin} {args.subset}")
             cover = coverage(ids, size)
             check_coverage(cover, args.allow_subset, f"{args.data_bin} {args.subset}" if args.data_bin
+                           else f"--ref {args.ref}" if args.ref
                            else f"{args.generate_output} (ids 0 to {cover['split'] - 1})", path=args.generate_output)
             source = (f"the {args.subset} split of {args.data_bin}" if args.data_bin
+                      else f"--ref {args.ref}" if args.ref
                       else f"ids 0 to {cover['split'] - 1} of {args.generate_output}")
             sentences = {"scored": cover["scored"], "split": cover["split"], "source": source}
-            if not args.data_bin and not closed(args.generate_output):
+            if not args.data_bin and not args.ref and not closed(args.generate_output):
                 check_closed(args.generate_output, cover["scored"], args.allow_subset)
                 sentences["source"] += (", which lacks fairseq-generate's closing line: perhaps part of the split "
                                         "(--allow-subset)")
