@@ -144,7 +144,7 @@ def test_score_without_data_bin_refuses_an_output_without_its_closing_line(tmp_p
     assert str(exited.value.code) == (
         f"tree-fairseq-score: error: {output} lacks fairseq-generate's closing line (\"Generate SUBSET with beam=N: "
         "...\", written last), so it may be cut short: its 18 hypotheses (ids 0 to 17) need not be the whole split. "
-        "Give --data-bin (the split's size is checked), or pass --allow-subset to score them, marked as such")
+        "Give --data-bin or --ref (the split's size is checked), or pass --allow-subset to score them, marked as such")
     assert capsys.readouterr().out == ""
     score.main(["--generate-output", str(output), "--metrics", "tokbleu", "--allow-subset"])
     assert capsys.readouterr().out.splitlines()[-1] == (

@@ -80,8 +80,8 @@ def get_parser() -> argparse.ArgumentParser:
     source.add_argument("--hyp", metavar="FILE", help="tokenised hypotheses, one per line (with --ref)")
     parser.add_argument("--ref", metavar="FILE",
                         help="tokenised references without subword marks, one per line (with --hyp; with "
-                        "--generate-output one per sentence of the split, instead of the data-bin's own: its lines count the "
-                        "split)")
+                        "--generate-output one per sentence of the split, instead of the data-bin's own: its lines "
+                        "count the split)")
     parser.add_argument("--ref-detok", metavar="FILE",
                         help="raw (untokenised) references for sacreBLEU instead of detokenising the tokenised ones")
     parser.add_argument("--allow-unk-reference", action="store_true",
@@ -120,9 +120,6 @@ def check_outputs(args) -> None:
     for n, (option, output) in enumerate(outputs):
         if not output:
             raise ValueError(f"{option} '': give the file to write")
-        if os.path.exists(output) and not os.path.isfile(output):
-            raise ValueError(f"{option} {output} is {'a folder' if os.path.isdir(output) else 'not a plain file'}: "
-                             "name a file")
         check_output(option, output, [(f"{given} {path}", path) for given, path in inputs])
         if data_bin and os.path.exists(output) and os.path.isdir(data_bin) and \
                 os.path.samefile(os.path.dirname(os.path.realpath(output)), data_bin):
@@ -398,8 +395,8 @@ def check_closed(path: str, hypotheses: int, allow_subset: bool) -> None:
         raise ValueError(
             f"{path} lacks fairseq-generate's closing line (\"Generate SUBSET with beam=N: ...\", written last), "
             f"so it may be cut short: its {hypotheses} hypotheses (ids 0 to {hypotheses - 1}) need not be the whole "
-            "split. Give --data-bin or --ref (the split's size is checked), or pass --allow-subset to score them, marked as "
-            "such")
+            "split. Give --data-bin or --ref (the split's size is checked), or pass --allow-subset to score them, "
+            "marked as such")
 
 
 def why_missing(path: str, hypotheses: int) -> str:
