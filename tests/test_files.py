@@ -84,3 +84,40 @@ def test_the_umask_is_read_without_changing_it(mask):
         assert os.umask(mask) == mask  # still set
     finally:
         os.umask(previous)
+
+
+def test_an_output_that_is_not_a_plain_file_or_leads_to_a_device_is_refused(tmp_path):
+    """check_output refuses what the rename of ``replacing`` would put a file in place of: a folder,
+    a pipe, a link into /dev or /proc (``/dev/stdout`` redirected to a file is a plain file once
+    followed: replacing the link would break the device), also through a linked folder. The links
+    are the test's own, in its folder: nothing outside it is touched."""
+    pipe, to_pipe, to_device, devices = (tmp_path / name for name in ("pipe", "to-pipe", "to-null", "devices"))
+    os.mkfifo(pipe)
+    to_pipe.symlink_to(pipe)
+    to_device.symlink_to("/dev/null")
+    devices.symlink_to("/dev")
+    for output, kind in ((tmp_path, "a folder"), (pipe, "not a plain file"), (to_pipe, "not a plain file"),
+                         (to_device, "not a plain file"), (devices / "null", "not a plain file"),
+                         (devices / "no-such-file", "not a plain file")):
+        with pytest.raises(ValueError) as refused:
+            files.check_output("--json", str(output), [])
+        assert str(refused.value) == f"--json {output} is {kind}: name a file"
+    assert os.path.islink(to_device) and os.readlink(to_device) == "/dev/null"
+    # a plain file, a link to one, a new name: accepted
+    plain = tmp_path / "plain.json"
+    plain.write_text("{}\n")
+    (tmp_path / "to-plain").symlink_to(plain)
+    for output in (plain, tmp_path / "to-plain", tmp_path / "new.json"):
+        files.check_output("--json", str(output), [])
+
+
+def test_a_link_to_a_file_not_yet_written_is_that_file(tmp_path):
+    """same_file follows links when a file does not exist yet: an input given as a link to the
+    output (both missing) names the output, as the output named through a linked folder does."""
+    (tmp_path / "link").symlink_to(tmp_path / "out.json")
+    (tmp_path / "folder").symlink_to(tmp_path)
+    assert files.same_file(tmp_path / "link", tmp_path / "out.json")
+    assert files.same_file(tmp_path / "folder" / "out.json", tmp_path / "out.json")
+    assert not files.same_file(tmp_path / "other.json", tmp_path / "out.json")
+    with pytest.raises(ValueError, match="is an input"):
+        files.check_output("--json", str(tmp_path / "out.json"), [("--hyp", str(tmp_path / "link"))])

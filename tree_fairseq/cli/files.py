@@ -80,15 +80,38 @@ def write_json(path, value, sort_keys: bool = False, locked: bool = False) -> No
 
 
 def same_file(path, other) -> bool:
-    """Whether two paths name one file: the same file when both exist, else the same absolute path."""
+    """Whether two paths name one file: the same file when both exist, else the same path once
+    links are followed (a link to a file not yet written names that file)."""
     if os.path.exists(path) and os.path.exists(other):
         return os.path.samefile(path, other)
-    return os.path.abspath(path) == os.path.abspath(other)
+    return os.path.realpath(path) == os.path.realpath(other)
+
+
+def leads_to_a_device(path: str) -> bool:
+    """Whether ``path`` or a link it leads through is in /dev or /proc (``/dev/stdout`` resolves to
+    whatever the standard output is, a regular file when it is redirected: replacing the link
+    would break the device for every later program)."""
+    def folder_resolved(path):  # the links of the folders followed, not of the file
+        return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
+
+    path = folder_resolved(path)
+    for _ in range(40):
+        if path.startswith(("/dev/", "/proc/")):
+            return True
+        if not os.path.islink(path):
+            return False
+        path = folder_resolved(os.path.join(os.path.dirname(path), os.readlink(path)))
+    return True  # a loop of links
 
 
 def check_output(option: str, output, inputs) -> None:
-    """Refuse an output (named by ``option``) with no folder to be written in, or that is one of
-    ``inputs``, (description, path) pairs: writing it would replace that input."""
+    """Refuse an output (named by ``option``) that exists as other than a plain file (a folder, a
+    device, a pipe: the rename of :func:`replacing` would put a file in the place of it, or of the
+    link leading to it), with no folder to be written in, or that is one of ``inputs``,
+    (description, path) pairs: writing it would replace that input."""
+    if os.path.exists(output) and not os.path.isfile(output) or leads_to_a_device(output):
+        raise ValueError(f"{option} {output} is {'a folder' if os.path.isdir(output) else 'not a plain file'}: "
+                         "name a file")
     folder = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(folder):
         raise ValueError(f"{option} {output}: no folder {folder} to write it in")

@@ -80,7 +80,7 @@ import traceback
 
 from tqdm import tqdm
 
-from tree_fairseq.cli.files import write_json, write_text
+from tree_fairseq.cli.files import leads_to_a_device, same_file, write_json, write_text
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.parsing import ON_FAILURE, PARSERS, check_parser_options, make_parser
 from tree_fairseq.parsing.record import describe_parser, file_digest, parse_record, read_record, record_path
@@ -237,11 +237,11 @@ def _check_output(args: argparse.Namespace) -> None:
     if os.path.isdir(args.output):
         raise ValueError(f"--output {args.output} is a directory")
     if args.output == "-" or (os.path.exists(args.output) and not os.path.isfile(args.output)) or \
-            _leads_to_a_device(args.output):
+            leads_to_a_device(args.output):
         raise ValueError(f"--output {args.output} is not a regular file: give a file path (the trees are written "
                          "there once complete, with the work in OUTPUT.parts/ beside it)")
     for flag, path in (("--input", args.input), ("--trees", args.trees)):
-        if path is not None and os.path.realpath(path) == os.path.realpath(args.output):
+        if path is not None and same_file(path, args.output):
             raise ValueError(f"--output {args.output} is the {flag} file: it would be replaced by the trees; "
                              "write them elsewhere")
 
@@ -256,11 +256,10 @@ def _check_inputs_not_written(args: argparse.Namespace, inputs: list[tuple[str, 
         if path is None or not os.path.exists(path):
             continue
         for output in written:
-            if os.path.exists(output) and os.path.samefile(path, output) or \
-                    os.path.realpath(path) == os.path.realpath(output):
+            if same_file(path, output):
                 raise ValueError(f"{flag} {path} is {output}, a file this run writes or removes beside --output "
                                  f"{args.output}: rename the input or write the output elsewhere")
-    if args.heads is not None and os.path.realpath(args.heads) in {os.path.realpath(path) for path in written[:-1]}:
+    if args.heads is not None and any(same_file(args.heads, path) for path in written[:-1]):
         raise ValueError(f"--heads {args.heads} is a file this run writes beside --output {args.output} (its record, "
                          "failures or scratch files): write the heads elsewhere")
 
@@ -280,25 +279,11 @@ def _check_heads(args: argparse.Namespace) -> None:
 def _check_heads_path(args: argparse.Namespace) -> None:
     """--heads names a regular file of its own."""
     if os.path.isdir(args.heads) or (os.path.exists(args.heads) and not os.path.isfile(args.heads)) or \
-            _leads_to_a_device(args.heads):
+            leads_to_a_device(args.heads):
         raise ValueError(f"--heads {args.heads} is not a regular file: give a file path")
     for flag, path in (("--input", args.input), ("--trees", args.trees), ("--output", args.output)):
-        if path is not None and os.path.realpath(path) == os.path.realpath(args.heads):
+        if path is not None and same_file(path, args.heads):
             raise ValueError(f"--heads {args.heads} is the {flag} file: write the heads elsewhere")
-
-
-def _leads_to_a_device(path: str) -> bool:
-    """Whether ``path`` or a link it leads through is in /dev or /proc (``/dev/stdout`` resolves to
-    whatever the standard output is, a regular file when it is redirected: replacing the link
-    would break the device for every later program)."""
-    path = os.path.abspath(path)
-    for _ in range(40):
-        if path.startswith(("/dev/", "/proc/")):
-            return True
-        if not os.path.islink(path):
-            return False
-        path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
-    return True  # a loop of links
 
 
 def _parse_file(args: argparse.Namespace) -> None:
@@ -762,7 +747,7 @@ def join_outputs(args: argparse.Namespace) -> None:
     if args.heads is not None:
         _check_heads_path(args)
     for flag, path in (("--output", args.output), ("--heads", args.heads)):
-        if path is not None and os.path.realpath(path) in {os.path.realpath(p) for p in parts + heads_parts}:
+        if path is not None and any(same_file(path, part) for part in parts + heads_parts):
             raise ValueError(f"{flag} {path} is one of the parts: write the joined file elsewhere")
     _check_inputs_not_written(args, [("--join", part) for part in parts] +
                               [("--join", record_path(part)) for part in parts] +
