@@ -312,6 +312,13 @@ def test_refuses_to_write_over_an_input(results, tmp_path):
     linked = refused("--json", str(tmp_path / "c.json"), "--plot", str(tmp_path / "link.png"))
     assert "--plot and --json name one file" in linked
     assert (tmp_path / "c.json").read_text() == "{}" and (tmp_path / "link.png").is_symlink()
+    # what is not a plain file (the test's own links: to a pipe, into /dev) is refused, left as it was
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "to-pipe.json").symlink_to(tmp_path / "pipe")
+    (tmp_path / "to-null.png").symlink_to("/dev/null")
+    for option, name in (("--json", "to-pipe.json"), ("--plot", "to-null.png"), ("--json", "pipe")):
+        assert f"{option} {tmp_path / name} is not a plain file: name a file" in refused(option, str(tmp_path / name))
+    assert os.readlink(tmp_path / "to-null.png") == "/dev/null" and (tmp_path / "to-pipe.json").is_symlink()
 
 
 @pytest.mark.parametrize("content, message", [
@@ -438,6 +445,31 @@ def test_by_length_reports_an_empty_group(results, tmp_path, capsys):
     table = capsys.readouterr().out.split("Output length by source length", 1)[1]
     row = next(line for line in table.splitlines() if line.startswith("| same |"))
     assert row.count("no sentences") == 2
+
+
+def test_by_length_notes_a_group_of_few_sentences(results, tmp_path, capsys):
+    """A group of fewer than MIN_GROUP_SENTENCES sentences carries a note, printed as a warning and
+    under the tables (a group of one sentence with one-run systems has a point interval and a small
+    p, which read alone looks like evidence); the larger groups carry none."""
+    words = source_words(SENTENCES)
+    words[0] = " ".join(["w"] * 60)
+    write(tmp_path / "source.txt", words)
+    report = run_compare(results, *SYSTEMS, *PAIRS, "--by-length", "1,38,50", "--source", str(tmp_path / "source.txt"))
+    groups = report["by_length"]["groups"]
+    assert [group["count"] for group in groups] == [7, 278, 14, 1]  # 1 word: i % 40 == 0 but i = 0
+    assert compare.MIN_GROUP_SENTENCES == 50
+    assert [("note" in group) for group in groups] == [True, False, True, True]
+    assert groups[0]["note"].startswith("7 sentences (fewer than 50): BLEU over so few")
+    assert groups[3]["note"].startswith("1 sentence (fewer than 50)")
+    captured = capsys.readouterr()
+    assert captured.err.count("tree-fairseq-compare: warning: sources of ") == 3
+    assert "warning: sources of > 50 words: 1 sentence (fewer than 50)" in captured.err
+    assert "- sources of 39-50 words: 14 sentences (fewer than 50)" in captured.out.split("Output length", 1)[1]
+    # one-run systems on the one-sentence group: the point interval the note warns of
+    single = run_compare(results, "--system", "a=same1", "--system", "b=good1", "--pair", "a:b",
+                         "--by-length", "50", "--source", str(tmp_path / "source.txt"))
+    low, high = single["by_length"]["groups"][1]["pairs"][0]["BLEU"]["interval"]
+    assert low == high and "note" in single["by_length"]["groups"][1]
 
 
 @pytest.mark.parametrize("argv, message", [

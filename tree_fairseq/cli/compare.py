@@ -27,7 +27,9 @@ one line per test sentence, as ``scripts/publish_results.py`` writes them) and r
 
 It prints Markdown tables and writes every number, the command line, sacreBLEU's version and
 signatures, the number of replicates and the seed as JSON. A pair with a system of one run carries a
-``note`` (and a warning is printed): such a system has no run-to-run spread to resample.
+``note`` (and a warning is printed): such a system has no run-to-run spread to resample; so does a
+length group of fewer than 50 sentences (``MIN_GROUP_SENTENCES``), whose figures describe rather
+than show anything.
 
 Refused, each in one line before anything is written: a system or run named twice, a pair given
 twice or reversed (Holm would count it twice), the same output under two run names (a copy or a
@@ -56,7 +58,7 @@ import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from tree_fairseq.cli.files import check_output, replacing, write_json
+from tree_fairseq.cli.files import check_output, replacing, same_file, write_json
 
 METRICS = ("BLEU", "chrF")
 DETOKENISE = ("publish detokenised text (fairseq-generate --remove-bpe, then detokenise, as scripts/publish_results.py "
@@ -380,6 +382,9 @@ def parse_bounds(text: str) -> list[int]:
     return bounds
 
 
+MIN_GROUP_SENTENCES = 50  # a --by-length group of fewer carries a note and a warning
+
+
 def length_groups(lengths: list[int], bounds: list[int]) -> list[tuple[str, np.ndarray]]:
     """The test sentences grouped by length: (label, sentence indices) per group, the last group
     the sentences longer than the last bound."""
@@ -412,6 +417,11 @@ def compare_by_length(statistics: dict, metrics: dict, systems: dict[str, list[s
         figures.append(group)
         if not len(indices):
             continue
+        if len(indices) < MIN_GROUP_SENTENCES:
+            group["note"] = (f"{len(indices)} sentence{'s' if len(indices) > 1 else ''} (fewer than "
+                             f"{MIN_GROUP_SENTENCES}): BLEU over so few moves by points with one sentence more or "
+                             "less, and a bootstrap over them has few distinct resamples (one sentence: every "
+                             "replicate is that sentence, a point interval); a description, not evidence")
         counts = resample_sentences(rng, len(indices), replicates)
         runs = sorted({run for name in systems for run in systems[name]})
         observed_scores = {name: {run: metrics[name]._compute_score_from_stats(
@@ -517,6 +527,9 @@ def markdown(report: dict) -> str:
                   "|---|" + "--:|" * len(groups)]
         for name in report["systems"]:
             lines.append(f"| {name} | " + " | ".join(_length_cell(group, name) for group in groups) + " |")
+        notes = [f"sources of {group['sentences']} words: {group['note']}" for group in groups if "note" in group]
+        if notes:
+            lines += ["", "Note:", *(f"- {note}" for note in notes)]
     return "\n".join(lines)
 
 
@@ -627,6 +640,10 @@ def main(argv: list[str] | None = None) -> None:
     for pair in report["pairs"]:
         if "note" in pair:
             print(f"tree-fairseq-compare: warning: {pair['a']} - {pair['b']}: {pair['note']}", file=sys.stderr)
+    for group in report.get("by_length", {}).get("groups", []):
+        if "note" in group:
+            print(f"tree-fairseq-compare: warning: sources of {group['sentences']} words: {group['note']}",
+                  file=sys.stderr)
     print(markdown(report))
 
 
@@ -653,11 +670,11 @@ def check_outputs_paths(args, json_path: str, runs: list[str]) -> None:
     outputs = [("--json", json_path)] + ([("--plot", args.plot)] if args.plot else [])
     for flag, output in outputs:
         check_output(flag, output, [(given, given) for given in inputs])
-    if args.plot and os.path.realpath(args.plot) == os.path.realpath(json_path):
+    if args.plot and same_file(args.plot, json_path):
         raise ValueError(f"--plot and --json name one file, {json_path}: name two")
     if args.source:
         reference = os.path.join(args.results, f"ref.{args.lang}")
-        if os.path.exists(reference) and os.path.exists(args.source) and os.path.samefile(reference, args.source):
+        if same_file(reference, args.source):
             raise ValueError(f"--source {args.source} is the reference: give the test set's source side")
 
 
