@@ -279,11 +279,13 @@ def _content_hash(path: str) -> str:
 
 def _cycle(source: Path, target: Path, lines: int, undo_bpe: bool = False) -> None:
     """``source``'s lines repeated (or cut) to ``lines`` lines in ``target``, each ending with a newline:
-    a last line without one would otherwise run into the first line of the next cycle."""
-    with open(target, "w", encoding="utf-8") as out:
+    a last line without one would otherwise run into the first line of the next cycle. Lines end at
+    a newline only, as the inputs' lines are counted: a carriage return inside a line stays there
+    (for the parser to refuse, naming the line), not a line break of its own."""
+    with open(target, "w", encoding="utf-8", newline="") as out:
         written = 0
         while written < lines:
-            with open(source, encoding="utf-8") as f:
+            with open(source, encoding="utf-8", newline="\n") as f:
                 for line in f:
                     if not line.endswith("\n"):
                         line += "\n"

@@ -208,6 +208,19 @@ def test_a_last_line_without_its_newline_is_not_joined_to_the_next_cycle(tmp_pat
     assert "| balanced | 1 |" in capsys.readouterr().out
 
 
+def test_a_carriage_return_inside_a_line_is_not_a_line_break_of_the_corpus(tmp_path):
+    # Cycled in text mode, a lone carriage return split its line in two: the source corpus had a
+    # line more than the target's and than the lines counted. It stays inside its line now.
+    paths = tiny_inputs(tmp_path, lines=3)
+    lines = paths["src"].read_text(encoding="utf-8").split("\n")
+    lines[1] = lines[1].replace(" ", "\r", 1)
+    paths["src"].write_bytes("\n".join(lines).encode())
+    target = tmp_path / "cycled"
+    benchmark_prep._cycle(paths["src"], target, 7)
+    assert target.read_bytes().split(b"\n")[:-1] == [lines[k % 3].encode() for k in range(7)]
+    assert benchmark_prep._count_lines(target) == 7
+
+
 def test_an_input_edited_to_the_same_size_measures_everything_again(tmp_path, monkeypatch):
     # The corpus was signed by the inputs' sizes: an edit that kept the size reused the old corpus and results.
     paths = tiny_inputs(tmp_path)
