@@ -70,6 +70,7 @@ from tree_fairseq.cli.score import (
     read_generate_ids, read_generate_output, read_lines, reference_for, split_sources, stored_reference,
 )
 from tree_fairseq.cli.termination import removed_on_sigterm
+from tree_fairseq.trees.subwords import subword_marks
 
 BOOTSTRAP_RESAMPLES = 1000
 TWO_DECIMALS = ["-w", "2"]  # as the docs quote scores
@@ -293,7 +294,7 @@ def _hypotheses(args, name: str, path: str | None, size: int) -> list[str]:
         hyps = read_lines(path)
     else:
         hyps, _ = read_generate_output(path)
-    if any("@@ " in line or "\u2581" in line for line in hyps):
+    if any(subword_marks(line) for line in hyps):
         raise ValueError(f"{path}: the text still holds subword marks ('@@ ' or \u2581): translate with --remove-bpe "
                          "(scripts/generate.sh does)")
     if len(hyps) != size:

@@ -9,7 +9,7 @@ import torch
 from conftest import shared_data
 from tree_fairseq.trees import (
     Node, Tree, TreeError, align, canonical, dictionary_subword_format, expand_subwords, group_pieces, node_tensors,
-    parse_tree, read_bracketed, tree_over_tokens, trivial_tree,
+    parse_tree, read_bracketed, spelling, subword_marks, tree_over_tokens, trivial_tree,
 )
 
 
@@ -148,6 +148,16 @@ def test_a_dictionary_tells_its_subword_format():
     assert dictionary_subword_format(["\u2581the", "house", "\u2581"]) == "sentencepiece"
     assert dictionary_subword_format(["the", "house"]) == "subword_nmt"  # words: either format reads them alike
     assert dictionary_subword_format([]) == "subword_nmt"
+
+
+def test_the_marks_a_text_still_holds_are_named():
+    # What score, compare and publish_results refuse in a translation or a source of words.
+    assert subword_marks("the ca@@ t sat .") == "subword-nmt's '@@ ' joins"
+    assert subword_marks("\u2581the \u2581cat") == "sentencepiece's \u2581 pieces"
+    assert subword_marks("the cat sat .") is None
+    assert subword_marks("e-mail to a@@") is None  # no join: a last piece's mark is not followed by a space
+    assert spelling("the ca@@ t sat .") == spelling("\u2581the \u2581ca t \u2581sat \u2581.") == "thecatsat."
+    assert spelling("the cat") != spelling("the cats")
 
 
 def test_pieces_that_do_not_spell_the_leaves_are_an_error():

@@ -43,7 +43,8 @@ With two runs a system's run-to-run spread is barely estimated (a bootstrap over
 (k - 1) / k of their variance): the interval is then a floor on the uncertainty, not a measure of
 it; more seeds narrow it honestly.
 
-Only numpy and sacrebleu are imported (no fairseq, no torch; matplotlib for ``--plot``).
+Only numpy, sacrebleu and the pure-Python :mod:`tree_fairseq.trees` are imported (no fairseq, no torch;
+matplotlib for ``--plot``).
 """
 
 import argparse
@@ -59,11 +60,11 @@ from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
 from tree_fairseq.cli.files import check_output, replacing, same_file, write_json
+from tree_fairseq.trees.subwords import subword_marks
 
 METRICS = ("BLEU", "chrF")
 DETOKENISE = ("publish detokenised text (fairseq-generate --remove-bpe, then detokenise, as scripts/publish_results.py "
               "does)")
-SUBWORD_MARKS = (("@@ ", "subword-nmt's '@@ ' joins"), ("\u2581", "sentencepiece's \u2581 pieces"))
 EXAMPLE = """\
 example (two training seeds of three systems, three pairs):
 
@@ -188,9 +189,9 @@ def check_detokenised(path: str, lines: list[str], advice: str = DETOKENISE) -> 
     """Refuse text that still holds subword marks: its score would not be the translation's (and
     a source side's pieces are not its words)."""
     for number, line in enumerate(lines, 1):
-        for mark, what in SUBWORD_MARKS:
-            if mark in line:
-                raise ValueError(f"{path} line {number} still holds {what}: {advice}")
+        what = subword_marks(line)
+        if what is not None:
+            raise ValueError(f"{path} line {number} still holds {what}: {advice}")
 
 
 def load_outputs(results: str, lang: str, runs: list[str]) -> tuple[list[str], dict[str, list[str]]]:

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tree_fairseq.cli.files import check_output, same_file, write_json, write_lines
+from tree_fairseq.trees.subwords import SUBWORD_MARKS, dictionary_subword_format, remove_subwords, spelling
 
 METRICS = ("sacrebleu", "tokbleu", "compound", "rouge")
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -182,14 +183,6 @@ def reference_paths(data_bin: str, subset: str, lang: str) -> tuple[str, str]:
     return (os.path.join(data_bin, f"{subset}.ref.{lang}"), os.path.join(data_bin, f"{subset}.ref.raw.{lang}"))
 
 
-def remove_subwords(line: str, subword_format: str) -> str:
-    """A line of subword pieces as words, as fairseq's ``--remove-bpe`` gives them."""
-    line = " ".join(line.split())
-    if subword_format == "sentencepiece":
-        return line.replace(" ", "").replace("\u2581", " ").strip()
-    return (line + " ").replace("@@ ", "").rstrip()
-
-
 @dataclass
 class Reference:
     """A split's references: ``tokenised`` (what tokenised BLEU is taken against), ``raw`` (what
@@ -212,7 +205,7 @@ def stored_reference(data_bin: str, subset: str) -> Reference | None:
     if not os.path.exists(tokenised_path):
         return None
     with open(os.path.join(data_bin, f"dict.{tgt}.txt"), encoding="utf-8") as f:
-        subword_format = "sentencepiece" if any(line.startswith("\u2581") for line in f) else "subword_nmt"
+        subword_format = dictionary_subword_format([line.split(" ", 1)[0] for line in f])
     tokenised = [remove_subwords(line, subword_format) for line in read_lines(tokenised_path)]
     source = f"{tokenised_path} ({subword_format} pieces removed)"
     raw = None
@@ -231,7 +224,7 @@ def check_t_lines(path: str, ids: list[int], t_lines: list[str], reference: Refe
     for i, t_line in zip(ids, t_lines):
         if "<unk>" in t_line:
             continue
-        if i >= len(reference.tokenised) or _spelling(t_line) != _spelling(reference.tokenised[i]):
+        if i >= len(reference.tokenised) or spelling(t_line) != spelling(reference.tokenised[i]):
             stored = reference.tokenised[i] if i < len(reference.tokenised) else "(no such line)"
             raise ValueError(f"{path}: the T- line of sentence {i} is {t_line!r}, but the reference of {reference.source} "
                              f"is {stored!r}: the stored text is not the split that was translated")
@@ -284,11 +277,6 @@ def read_generate_sources(path: str) -> dict[int, str]:
     return sources
 
 
-def _spelling(text: str) -> str:
-    """A sentence's characters without spaces and subword marks, whatever --remove-bpe did."""
-    return "".join(text.replace("@@", "").replace("\u2581", "").split())
-
-
 def check_split(path: str, ids: list[int], sources: list[str], what: str) -> None:
     """Refuse output of another split: an id the split does not have, or an ``S-`` line that is
     not the split's source sentence of that id."""
@@ -298,7 +286,7 @@ def check_split(path: str, ids: list[int], sources: list[str], what: str) -> Non
                          f"{', ...' if len(outside) > 10 else ''}, but {what} has {len(sources)} sentences "
                          f"(ids 0 to {len(sources) - 1}): it is the output of another split or data-bin")
     for i, text in sorted(read_generate_sources(path).items()):
-        if i < len(sources) and _spelling(text) != _spelling(sources[i]):
+        if i < len(sources) and spelling(text) != spelling(sources[i]):
             raise ValueError(f"{path}: the source of sentence {i} is {text!r}, but sentence {i} of {what} is "
                              f"{sources[i]!r}: the output of another split or data-bin")
 
@@ -526,11 +514,10 @@ def score(hyps: list[str], refs: list[str], metrics: list[str], lang: str, ref_d
           use_stemmer: bool = True, seed: int = 1) -> dict:
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
-    if any("@@ " in line for line in hyps + refs):
-        raise ValueError("the text still holds subword-nmt's '@@ ' joins: run fairseq-generate with --remove-bpe")
-    if any("\u2581" in line for line in hyps + refs):
-        raise ValueError("the text still holds sentencepiece's \u2581 pieces: run fairseq-generate with "
-                         "--remove-bpe sentencepiece (scripts/generate.sh does for a sentencepiece data-bin)")
+    for mark, what in SUBWORD_MARKS:
+        if any(mark in line for line in hyps + refs):
+            raise ValueError(f"the text still holds {what}: run fairseq-generate with --remove-bpe" + (
+                " sentencepiece (scripts/generate.sh does for a sentencepiece data-bin)" if mark == "\u2581" else ""))
     results = {}
     if "sacrebleu" in metrics:
         ref_detok = ref_detok if ref_detok is not None else detokenize(refs, lang)

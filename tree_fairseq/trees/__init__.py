@@ -6,6 +6,7 @@ from tree_fairseq.trees.align import align, canonical, tree_over_tokens, unescap
 from tree_fairseq.trees.bracketed import RawTree, TreeError, located, read_bracketed
 from tree_fairseq.trees.subwords import (
     SUBWORD_FORMATS, SUBWORD_LABEL, SUBWORD_LABELS, dictionary_subword_format, expand_subwords, group_pieces,
+    remove_subwords, spelling, subword_marks,
 )
 from tree_fairseq.trees.tree import Node, Tree, normalize, parse_tree
 from tree_fairseq.trees.trivial import TRIVIAL_SHAPES, trivial_tree
@@ -13,7 +14,8 @@ from tree_fairseq.trees.trivial import TRIVIAL_SHAPES, trivial_tree
 __all__ = [
     "Node", "RawTree", "SUBWORD_FORMATS", "SUBWORD_LABEL", "SUBWORD_LABELS", "TRIVIAL_SHAPES", "Tree", "TreeError",
     "align", "canonical", "dictionary_subword_format", "expand_subwords", "group_pieces", "located", "node_tensors",
-    "normalize", "parse_tree", "read_bracketed", "tree_over_tokens", "trivial_tree", "unescape",
+    "normalize", "parse_tree", "read_bracketed", "remove_subwords", "spelling", "subword_marks", "tree_over_tokens",
+    "trivial_tree", "unescape",
 ]
 
 

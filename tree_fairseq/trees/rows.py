@@ -16,10 +16,8 @@ import functools
 
 from tree_fairseq.trees.align import canonical
 from tree_fairseq.trees.bracketed import unescape_label
-from tree_fairseq.trees.subwords import RESERVED_LABELS, SUBWORD_LABEL, group_pieces
+from tree_fairseq.trees.subwords import RESERVED_LABELS, SUBWORD_LABEL, SUBWORD_NMT_JOINER, group_pieces
 from tree_fairseq.trees.tree import ROOT_LABEL, TRACE_LABEL, WRAPPER_LABELS, strip_function_tags
-
-_JOINER = "@@"
 
 
 @functools.lru_cache(maxsize=100_000)
@@ -136,13 +134,13 @@ def _subword_nmt_words(pieces: list[str]):
     (:func:`~tree_fairseq.trees.subwords.group_pieces`: a piece ending in ``@@`` goes on into the
     next one; the last piece ends its word whatever it ends in)."""
     last = len(pieces) - 1
-    ends = [i for i, piece in enumerate(pieces) if i == last or not piece.endswith(_JOINER)]
+    ends = [i for i, piece in enumerate(pieces) if i == last or not piece.endswith(SUBWORD_NMT_JOINER)]
     if len(ends) == len(pieces):
-        words = pieces if not pieces or not pieces[-1].endswith(_JOINER) else \
-            pieces[:-1] + [pieces[-1].removesuffix(_JOINER)]
+        words = pieces if not pieces or not pieces[-1].endswith(SUBWORD_NMT_JOINER) else \
+            pieces[:-1] + [pieces[-1].removesuffix(SUBWORD_NMT_JOINER)]
         return list(range(len(pieces))), ends, words
     starts = [0] + [end + 1 for end in ends[:-1]]
-    words = ["".join(piece.removesuffix(_JOINER) for piece in pieces[start:end + 1]) if start != end or end == last
+    words = ["".join(piece.removesuffix(SUBWORD_NMT_JOINER) for piece in pieces[start:end + 1]) if start != end or end == last
              else pieces[end] for start, end in zip(starts, ends)]
     return starts, ends, words
 

@@ -23,8 +23,8 @@ SUBWORD_FORMATS = ("subword_nmt", "sentencepiece")
 # How the node over a word's pieces is labelled: "pos", the word's tag (``@BPE`` when the tree
 # has no tags); "bpe", always ``@BPE``.
 SUBWORD_LABELS = ("pos", "bpe")
-_SUBWORD_NMT_JOINER = "@@"
-_SENTENCEPIECE_SPACE = "\u2581"
+SUBWORD_NMT_JOINER = "@@"
+SENTENCEPIECE_SPACE = "\u2581"
 
 
 def check_labels(tree: Tree) -> None:
@@ -40,7 +40,37 @@ def dictionary_subword_format(symbols: list[str]) -> str:
     """The piece format of a data-bin's source dictionary (its non-special ``symbols``): sentencepiece
     when a piece starts with ▁, else subword-nmt (a text without subwords reads the same either way).
     The data-bin keeps no other record of it."""
-    return "sentencepiece" if any(symbol.startswith(_SENTENCEPIECE_SPACE) for symbol in symbols) else "subword_nmt"
+    return "sentencepiece" if any(symbol.startswith(SENTENCEPIECE_SPACE) for symbol in symbols) else "subword_nmt"
+
+
+# The marks a text of pieces shows, and their names in messages: subword-nmt's joins (a piece
+# ending in '@@' followed by a space), sentencepiece's word starts.
+SUBWORD_MARKS = ((SUBWORD_NMT_JOINER + " ", "subword-nmt's '@@ ' joins"),
+                 (SENTENCEPIECE_SPACE, f"sentencepiece's {SENTENCEPIECE_SPACE} pieces"))
+
+
+def subword_marks(line: str) -> str | None:
+    """The name of the first kind of subword mark ``line`` still holds (:data:`SUBWORD_MARKS`), or
+    None: a text of words (a translation after ``--remove-bpe``) holds none."""
+    return next((what for mark, what in SUBWORD_MARKS if mark in line), None)
+
+
+def remove_subwords(line: str, subword_format: str) -> str:
+    """A line of subword pieces as words, exactly as fairseq's ``--remove-bpe`` (``subword_nmt``)
+    or ``--remove-bpe sentencepiece`` gives them, so that a reference so read and a translation so
+    written spell their words alike."""
+    line = " ".join(line.split())
+    if subword_format == "sentencepiece":
+        return line.replace(" ", "").replace(SENTENCEPIECE_SPACE, " ").strip()
+    if subword_format == "subword_nmt":
+        return (line + " ").replace(SUBWORD_NMT_JOINER + " ", "").rstrip()
+    raise ValueError(f"unknown subword format {subword_format!r}; one of {SUBWORD_FORMATS}")
+
+
+def spelling(text: str) -> str:
+    """``text``'s characters without spaces and subword marks: the same for a text of pieces and
+    the words they spell, whichever format and whatever ``--remove-bpe`` did."""
+    return "".join(text.replace(SUBWORD_NMT_JOINER, "").replace(SENTENCEPIECE_SPACE, "").split())
 
 
 def group_pieces(pieces: list[str], subword_format: str) -> list[tuple[str, int, int]]:
@@ -49,16 +79,16 @@ def group_pieces(pieces: list[str], subword_format: str) -> list[tuple[str, int,
     if subword_format == "subword_nmt":
         start = 0
         for i, piece in enumerate(pieces):
-            if not piece.endswith(_SUBWORD_NMT_JOINER) or i == len(pieces) - 1:
-                word = "".join(p.removesuffix(_SUBWORD_NMT_JOINER) for p in pieces[start:i + 1])
+            if not piece.endswith(SUBWORD_NMT_JOINER) or i == len(pieces) - 1:
+                word = "".join(p.removesuffix(SUBWORD_NMT_JOINER) for p in pieces[start:i + 1])
                 words.append((word, start, i))
                 start = i + 1
     elif subword_format == "sentencepiece":
         for i, piece in enumerate(pieces):
-            if piece.startswith(_SENTENCEPIECE_SPACE) or not words:
+            if piece.startswith(SENTENCEPIECE_SPACE) or not words:
                 words.append(("", i, i))
             word, start, _ = words[-1]
-            words[-1] = (word + piece.replace(_SENTENCEPIECE_SPACE, ""), start, i)
+            words[-1] = (word + piece.replace(SENTENCEPIECE_SPACE, ""), start, i)
     else:
         raise ValueError(f"unknown subword format {subword_format!r}; one of {SUBWORD_FORMATS}")
     return words
