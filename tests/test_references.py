@@ -115,8 +115,25 @@ def test_a_data_bin_raw_reference_of_another_length_is_refused(tiny_databin, tmp
     databin = tmp_path / "bin"
     shutil.copytree(tiny_databin, databin)
     (databin / "test.ref.raw.en").write_text("only one line\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"test.ref.raw.en has 1 lines but .*test.ref.en 40: not the same split"):
+    with pytest.raises(ValueError, match=r"test.ref.raw.en has 1 lines, but .*test.ref.en 40: the reference of "
+                                         "another test set"):
         score.stored_reference(str(databin), "test")
+
+
+def test_a_data_bin_raw_reference_of_another_test_set_is_refused(tiny_databin, tiny_corpus, tmp_path):
+    """A raw reference of the right length but another text (a recipe's leftover of an earlier
+    test set) was taken as sacreBLEU's reference: a perfect output scored near 0. It must spell
+    the tokenised reference's words, as --ref-detok must."""
+    databin = tmp_path / "bin"
+    shutil.copytree(tiny_databin, databin)
+    valid = lines_of(tiny_corpus / "valid.en")
+    assert len(valid) == 40
+    (databin / "test.ref.raw.en").write_text("".join(line + "\n" for line in detok(valid)), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"test.ref.raw.en is not the text of .*test.ref.en: 40 of its 40 lines"):
+        score.stored_reference(str(databin), "test")
+    (databin / "test.ref.raw.en").write_text("".join(line + "\n" for line in detok(lines_of(tiny_corpus / "test.en"))),
+                                             encoding="utf-8")
+    assert score.stored_reference(str(databin), "test").raw == detok(lines_of(tiny_corpus / "test.en"))
 
 
 # 2. tree-fairseq-score against the stored text, on a hand-written fairseq-generate output

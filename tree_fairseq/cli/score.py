@@ -198,7 +198,8 @@ class Reference:
 def stored_reference(data_bin: str, subset: str) -> Reference | None:
     """The split's references that the data-bin keeps (:func:`reference_paths`), or None when it
     keeps none (a data-bin made by fairseq-preprocess, or by tree-fairseq-preprocess before it kept
-    them)."""
+    them). A raw text kept beside the tokenised one must be its text (:func:`check_raw_reference`):
+    a recipe that copied another test set's raw text there would have sacreBLEU scored against it."""
     data_bin = data_bin.split(":")[0]
     tgt = target_language(data_bin)
     tokenised_path, raw_path = reference_paths(data_bin, subset, tgt)
@@ -211,9 +212,7 @@ def stored_reference(data_bin: str, subset: str) -> Reference | None:
     raw = None
     if os.path.exists(raw_path):
         raw = read_lines(raw_path)
-        if len(raw) != len(tokenised):
-            raise ValueError(f"{raw_path} has {len(raw)} lines but {tokenised_path} {len(tokenised)}: "
-                             "not the same split")
+        check_raw_reference(raw_path, raw, tokenised, tokenised_path)
         source += f", sacreBLEU against {raw_path}"
     return Reference(tokenised, raw, source)
 
