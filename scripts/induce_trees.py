@@ -147,7 +147,8 @@ def get_parser() -> argparse.ArgumentParser:
                         help="gold trees, one bracketed tree per line (default: %(default)s)")
     parser.add_argument("--workdir", type=Path, required=True,
                         help="where the text, data-bin and checkpoints go; rerun with the same one to resume")
-    parser.add_argument("--sentences", type=int, default=None, help="use the first N trees only (default: all)")
+    parser.add_argument("--sentences", type=induction.positive, default=None,
+                        help="use the first N trees only, N >= 1 (default: all)")
     parser.add_argument("--word-filter", choices=sorted(WORD_FILTERS), default="word-tags",
                         help="which words of the trees to keep: word-tags, PRPN / ON-LSTM's whitelist of 36 "
                              "POS tags; punctuation-tags, all but punctuation; none, all (default: %(default)s)")

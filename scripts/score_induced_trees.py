@@ -51,12 +51,6 @@ from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.trees.evaluation import short_sentences
 
 
-def positive(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of words, 1 or more")
-    return int(text)
-
-
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -65,7 +59,7 @@ def get_parser() -> argparse.ArgumentParser:
     score.add_argument("--gold", type=Path, required=True, help="gold trees, one bracketed tree a line")
     score.add_argument("--word-filter", choices=sorted(induction.WORD_FILTERS), default="word-tags",
                        help="which words of the gold trees are kept (default: %(default)s, as induce_trees.py)")
-    score.add_argument("--short", type=positive, default=10,
+    score.add_argument("--short", type=induction.positive, default=10,
                        help="also score sentences of <= N words, N >= 1 (default: %(default)s)")
     score.add_argument("--json", action="store_true", help="print JSON")
     score.add_argument("trees", type=Path, nargs="+", help="induced-tree files")

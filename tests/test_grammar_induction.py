@@ -276,6 +276,19 @@ def test_converged_options_refused_without_until_converged_and_trees_as_extra(sc
     assert "is the --trees file" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["0", "-10", "x", "2.5"])
+@pytest.mark.parametrize("mode", [[], ["--until-converged"]], ids=["updates", "until-converged"])
+def test_sentences_must_be_a_positive_count(script, trees_file, tmp_path, value, mode, capsys):
+    """--sentences 0 died in fairseq-preprocess ("cannot mmap an empty file") and -10 silently took
+    all trees but the last 10 (lines[:-10]): both are refused on the command line, in both modes."""
+    with pytest.raises(SystemExit):
+        script.get_parser().parse_args(["--trees", str(trees_file), "--workdir", str(tmp_path / "w"), *mode,
+                                        "--sentences", value])
+    assert f"argument --sentences: {value!r}: a whole number, 1 or more" in capsys.readouterr().err
+    assert script.get_parser().parse_args(["--workdir", "w", "--sentences", "7"]).sentences == 7
+    assert not (tmp_path / "w").exists()
+
+
 def test_bad_trees_or_extra_text_are_refused_naming_the_file_before_the_workdir_is_claimed(script, trees_file,
                                                                                           tmp_path):
     """A --trees line that is no tree is refused naming the file and line, a --trees or --extra-text
