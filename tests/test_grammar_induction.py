@@ -487,6 +487,17 @@ def test_converges_scores_publishes_and_resumes_after_a_kill(trees_file, tmp_pat
     assert other_seed.returncode == 1 and "--seed 1 (now 2)" in other_seed.stderr
 
 
+def test_the_default_mode_trains_on_every_sentence(trees_file, tmp_path):
+    """fairseq's --required-batch-size-multiple (default 8) left the longest N % 8 sentences out of
+    every epoch of the default (--updates) mode, as --until-converged already did not: 5 sentences
+    made no batch at all ("The dataset is empty" traceback). One update on 5 sentences trains on all 5."""
+    done = run(INDUCE, "--trees", trees_file, "--workdir", tmp_path / "w", "--arch", "constituent_encoder_lm_tiny",
+               "--cpu", "--min-layer", "0", "--sentences", "5", "--updates", "1", "--save-interval", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "on 5 sentences of trees.txt" in done.stdout and "constituent attention (1 updates, m=0)" in done.stdout
+    assert re.search(r"\| epoch 001 \| loss .* \| bsz 5 \|", done.stderr), done.stderr[-3000:]
+
+
 def in_process(script, *flags) -> str:
     """scripts/induce_trees.py's main in this process; the message it stops with."""
     with pytest.raises(SystemExit) as stopped:
