@@ -71,7 +71,9 @@ not what the epochs before it compute), and so is a second run on the same workd
 while one runs (``WORKDIR.lock``, :mod:`tree_fairseq.cli.locking`). Settings are chosen before the
 run or on the validation loss only, never on the scored trees. Scoring (``tree_fairseq.trees.evaluation``):
 brackets of >= 2 words, labels ignored, the whole-sentence bracket left out unless
-``--keep-trivial-spans``. "all sent." is PRPN / ON-LSTM's sentence-level F1, the paper's
+``--keep-trivial-spans`` (the default mode only: ``--until-converged`` scores with PRPN / ON-LSTM's
+metric alone, the one scripts/score_induced_trees.py recomputes when it publishes and tabulates
+runs, and refuses it). "all sent." is PRPN / ON-LSTM's sentence-level F1, the paper's
 metric: the mean over every sentence, one without a gold bracket scoring 1 if the parse has none
 either and 0 otherwise; "gold-br. sent." is the mean over the sentences with a gold bracket
 only (this script's earlier convention); corpus-level F1 pools the brackets of all sentences.
@@ -192,7 +194,8 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--short", type=int, default=10,
                         help="also score the sentences of at most N words (default: %(default)s, WSJ-10)")
     parser.add_argument("--keep-trivial-spans", action="store_true",
-                        help="also score the whole-sentence bracket (default: left out)")
+                        help="also score the whole-sentence bracket (default: left out; not with --until-converged, "
+                             "whose scores are PRPN / ON-LSTM's)")
     parser.add_argument("--cpu", action="store_true", help="train on the CPU even when CUDA is available")
     converged = parser.add_argument_group(
         "training to convergence (--until-converged)",
@@ -305,6 +308,12 @@ def check_options(parser: argparse.ArgumentParser, args) -> None:
         if value is not None:
             parser.error(f"{flag} does not go with --until-converged (it trains by epochs until the validation "
                          "loss stops improving)")
+    if args.keep_trivial_spans:
+        # Its scores are PRPN / ON-LSTM's (the paper's metric), as score_induced_trees.py publishes and tabulates
+        # them: scored otherwise, a run could not be published (its trees re-scored would not give its figures)
+        # and would be put beside runs of the other metric in one median.
+        parser.error("--keep-trivial-spans does not go with --until-converged (its scores leave the whole-sentence "
+                     "bracket out, as PRPN / ON-LSTM's and scripts/score_induced_trees.py's do)")
     args.setting = args.setting or "ptb"
     if args.extra_text is not None and args.setting != "ptb+iwslt":
         parser.error("--extra-text goes with --setting ptb+iwslt")

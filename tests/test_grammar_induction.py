@@ -267,6 +267,19 @@ def test_converged_options_refused(script, trees_file, tmp_path, flags, message,
     assert not (tmp_path / "w").exists()
 
 
+def test_keep_trivial_spans_is_refused_with_until_converged(script, trees_file, tmp_path, capsys):
+    """--until-converged scored PRPN / ON-LSTM's F1 whatever --keep-trivial-spans said, and did not
+    record it: the option is refused there (the default mode honours it)."""
+    args = script.get_parser().parse_args([str(flag) for flag in tiny(trees_file, tmp_path / "w",
+                                                                      "--keep-trivial-spans")])
+    with pytest.raises(SystemExit):
+        script.check_options(script.get_parser(), args)
+    assert "--keep-trivial-spans does not go with --until-converged" in capsys.readouterr().err
+    args = script.get_parser().parse_args(["--workdir", str(tmp_path / "w"), "--keep-trivial-spans"])
+    script.check_options(script.get_parser(), args)
+    assert args.keep_trivial_spans and not (tmp_path / "w").exists()
+
+
 def test_converged_options_refused_without_until_converged_and_trees_as_extra(script, trees_file, tmp_path, capsys):
     with pytest.raises(SystemExit):
         script.main(["--workdir", str(tmp_path / "w"), "--setting", "ptb"])
