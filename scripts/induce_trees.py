@@ -7,9 +7,12 @@ traces stripped, preterminals dropped, unary chains collapsed), keeping only the
 ON-LSTM's evaluation keeps (``--word-filter word-tags``: 36 word tags; punctuation, ``$``, ``#``
 go; ``punctuation-tags`` drops only the punctuation tags ``. , : `` '' -LRB- -RRB-``, this
 script's earlier reading; ``none`` keeps every word). Their words, lowercased unless
-``--keep-case``, are the sentences. In ``--workdir`` it writes ``train.txt`` (one sentence per
-line), ``data-bin/`` (fairseq-preprocess --only-source; words seen fewer than ``--min-count``
-times become ``<unk>``) and ``checkpoints/``, then:
+``--keep-case``, are the sentences. In ``--workdir`` it writes ``settings.json`` (the options
+that make the training, from ``--trees`` to ``--seed``: a workdir of other ones is refused, naming
+the option and both values, as is a non-empty one without it; ``--updates`` and the parsing and
+scoring options may change), ``train.txt`` (one sentence per line), ``data-bin/``
+(fairseq-preprocess --only-source; words seen fewer than ``--min-count`` times become ``<unk>``)
+and ``checkpoints/``, then:
 
 1. trains ``--arch`` (a ``constituent_encoder_lm``; default the paper's 10 layers of 512, 8
    heads, feed-forward 2048) with ``--task constituent_masked_lm`` on all the sentences, with
@@ -64,7 +67,7 @@ scores every epoch (``--updates`` and ``--save-interval`` do not go with it):
   finished. scripts/score_induced_trees.py recomputes F1 from the tree files and tabulates runs
   over seeds.
 
-The workdir's ``settings.json`` records the run's options: a workdir with other settings, one
+The workdir's ``settings.json`` records the run's mode and options: a workdir with other settings, one
 this mode did not make, or a finished one is refused (one setting may change: ``--max-epochs``
 raised for a run not yet finished, which goes on to the new cap, as the cap bounds the cost and
 not what the epochs before it compute), and so is a second run on the same workdir
@@ -137,10 +140,18 @@ DEFAULT_TREES = SHARED_DATA / "ptb-sample" / "wsj_0001-0199.mrg.txt"
 DEFAULT_EXTRA_TEXT = SHARED_DATA / "iwslt14-de-en-lowres" / "train.en"
 USER_DIR = str(Path(tree_fairseq.__file__).parent)
 SETTINGS = ("ptb", "ptb+iwslt")
-# The options of a run to convergence that make it what it is: a workdir is refused with others.
-RUN_OPTIONS = ("setting", "trees", "extra_text", "sentences", "word_filter", "keep_case", "min_count", "arch",
-               "max_tokens", "lr", "adam_betas", "lr_scheduler", "warmup", "weight_decay", "clip_norm", "seed",
-               "valid_fraction", "valid_seed", "patience", "max_epochs", "threshold", "short", "min_layer")
+# The options that make a run what it is, recorded in WORKDIR/settings.json: a workdir is refused with others.
+# The default mode's: its training text, dictionary and training (it parses and scores again at every run, with
+# the --min-layer, --threshold, --short of that run, and a larger --updates trains on).
+TRAINING_OPTIONS = ("trees", "sentences", "word_filter", "keep_case", "min_count", "arch", "max_tokens", "lr",
+                    "adam_betas", "lr_scheduler", "warmup", "weight_decay", "clip_norm", "seed")
+# A run to convergence's: also its split, its stop and its scoring (every epoch is scored, one is chosen).
+RUN_OPTIONS = (*TRAINING_OPTIONS, "setting", "extra_text", "valid_fraction", "valid_seed", "patience", "max_epochs",
+               "threshold", "short", "min_layer")
+MODES = {"updates": "the default mode (--updates)", "until-converged": "--until-converged"}
+# Keys settings.json has held only since a later version, and what a settings.json without one was written by:
+# before the mode was recorded, only --until-converged wrote settings.json.
+RECORDED_LATER = {"mode": "until-converged"}
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -303,6 +314,7 @@ def check_options(parser: argparse.ArgumentParser, args) -> None:
                 parser.error(f"{flag} goes with --until-converged")
         args.updates = 1000 if args.updates is None else args.updates
         args.save_interval = 100 if args.save_interval is None else args.save_interval
+        args.trees = args.trees.resolve()  # as recorded in settings.json
         return
     for flag, value in (("--updates", args.updates), ("--save-interval", args.save_interval)):
         if value is not None:
@@ -350,6 +362,11 @@ def main(argv=None) -> None:
             sys.exit(f"induce_trees.py: error: {error}")
         return
     gold, sentences = read_sentences(args)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        claim_workdir(args)
+    except Refused as error:  # the workdir is another run's
+        sys.exit(f"induce_trees.py: error: {error}")
     databin = prepare_data(args, sentences)
     save_dir = args.workdir / "checkpoints"
     train(args, databin, save_dir)
@@ -398,26 +415,33 @@ class Refused(ValueError):
 
 
 def run_settings(args) -> dict:
-    """What makes the run (:data:`RUN_OPTIONS`), as recorded in WORKDIR/settings.json."""
+    """What makes the run (:data:`RUN_OPTIONS` with --until-converged, :data:`TRAINING_OPTIONS`
+    without), as recorded in WORKDIR/settings.json beside the mode."""
+    options = RUN_OPTIONS if args.until_converged else TRAINING_OPTIONS
     return {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()
-            if key in RUN_OPTIONS}
+            if key in options}
 
 
 def claim_workdir(args) -> None:
-    """Record the run's settings in a new workdir; refuse a workdir of other settings, one not made
-    by this mode, or one whose run is finished."""
+    """Record the run's mode and settings in a new workdir; refuse a workdir of the other mode or of
+    other settings, one with no record of its run, or one whose run to convergence is finished."""
     record = args.workdir / "settings.json"
-    settings = run_settings(args)
+    mode = "until-converged" if args.until_converged else "updates"
+    settings = {"mode": mode, **run_settings(args)}
     if record.exists():
-        before = json.loads(record.read_text(encoding="utf-8"))
+        before = {**RECORDED_LATER, **json.loads(record.read_text(encoding="utf-8"))}
+        if before["mode"] != mode:
+            raise Refused(f"--workdir {args.workdir} holds a run of {MODES.get(before['mode'], before['mode'])}, "
+                          f"not of {MODES[mode]}: use another --workdir")
         differ = sorted(key for key in set(before) | set(settings) if before.get(key) != settings.get(key))
-        finished = (args.workdir / "results" / "scores.json").exists()
-        raised = differ == ["max_epochs"] and settings["max_epochs"] > before["max_epochs"] and not finished
+        finished = args.until_converged and (args.workdir / "results" / "scores.json").exists()
+        raised = (args.until_converged and differ == ["max_epochs"] and settings["max_epochs"] > before["max_epochs"]
+                  and not finished)
         if differ and not raised:
             said = ", ".join(f"--{key.replace('_', '-')} {before.get(key)} (now {settings.get(key)})" for key in differ)
             raise Refused(f"--workdir {args.workdir} holds a run with other settings: {said}; use another --workdir"
                           + (" (a higher --max-epochs goes on with an unfinished run only)"
-                             if differ == ["max_epochs"] else ""))
+                             if differ == ["max_epochs"] and args.until_converged else ""))
         if finished:
             raise Refused(f"--workdir {args.workdir} holds a finished run (results/scores.json): nothing to do; "
                              "to run it again, use another --workdir")
@@ -428,8 +452,11 @@ def claim_workdir(args) -> None:
             files.write_json(record, settings, sort_keys=True, locked=True)
         return
     if any(path.name != "settings.json.tmp" for path in args.workdir.iterdir()):
-        raise Refused(f"--workdir {args.workdir} is not empty and holds no run to convergence (no settings.json): "
-                         "use another --workdir")
+        if args.until_converged:
+            raise Refused(f"--workdir {args.workdir} is not empty and holds no run to convergence (no settings.json): "
+                          "use another --workdir")
+        raise Refused(f"--workdir {args.workdir} is not empty and holds no settings.json (a run of the default mode "
+                      "made before runs recorded their settings, or no run of this script): use another --workdir")
     files.write_json(record, settings, sort_keys=True, locked=True)
 
 

@@ -518,6 +518,48 @@ def in_process(script, *flags) -> str:
     return str(stopped.value)
 
 
+def test_the_default_mode_refuses_a_workdir_of_other_training_settings(script, trees_file, tmp_path):
+    """The default mode kept a workdir's dictionary whatever --min-count said, scored another --arch's
+    checkpoint as this run's (or died loading it) and went on with another --lr or --seed: its
+    settings.json records the options that make the training, and a workdir of other ones, of the
+    other mode or without the record is refused before anything is touched, naming the option and both
+    values. --updates and the parsing options may change (a larger --updates trains on)."""
+    workdir = tmp_path / "w"
+    flags = ["--trees", trees_file, "--workdir", workdir, "--arch", "constituent_encoder_lm_tiny", "--cpu",
+             "--sentences", "12", "--save-interval", "1"]
+    done = run(INDUCE, *flags, "--updates", "1", "--min-layer", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    recorded = json.loads((workdir / "settings.json").read_text(encoding="utf-8"))
+    assert (recorded["mode"], recorded["min_count"], recorded["arch"], recorded["sentences"]) == (
+        "updates", 2, "constituent_encoder_lm_tiny", 12)
+    assert recorded["trees"] == str(trees_file.resolve()) and "min_layer" not in recorded
+    dictionary = (workdir / "data-bin" / "dict.txt").read_bytes()
+    for option, value, said in (("--min-count", "1", "--min-count 2 (now 1)"),
+                                ("--arch", "constituent_encoder_lm_small",
+                                 "--arch constituent_encoder_lm_tiny (now constituent_encoder_lm_small)"),
+                                ("--lr", "0.001", "--lr 0.0001 (now 0.001)"), ("--seed", "2", "--seed 1 (now 2)")):
+        message = in_process(script, *flags, "--updates", "2", option, value)
+        assert f"holds a run with other settings: {said}; use another --workdir" in message
+    assert (workdir / "data-bin" / "dict.txt").read_bytes() == dictionary
+    assert json.loads((workdir / "settings.json").read_text(encoding="utf-8")) == recorded
+    assert script.trained_updates(workdir / "checkpoints" / "checkpoint_last.pt") == 1
+    again = run(INDUCE, *flags, "--updates", "2", "--min-layer", "0")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "constituent attention (2 updates, m=0)" in again.stdout
+    # The other mode's workdir, both ways (a settings.json without "mode" is --until-converged's, the only
+    # mode that wrote one before the mode was recorded), and a default-mode workdir without the record.
+    said = in_process(script, *tiny(trees_file, workdir))
+    assert "holds a run of the default mode (--updates), not of --until-converged" in said
+    converged = tmp_path / "converged"
+    converged.mkdir()
+    (converged / "settings.json").write_text(json.dumps({k: v for k, v in recorded.items() if k != "mode"}))
+    said = in_process(script, *flags[:2], "--workdir", converged, *flags[4:], "--updates", "1")
+    assert "holds a run of --until-converged, not of the default mode (--updates)" in said
+    (workdir / "settings.json").unlink()
+    assert "is not empty and holds no settings.json" in in_process(script, *flags, "--updates", "3")
+    assert script.trained_updates(workdir / "checkpoints" / "checkpoint_last.pt") == 2
+
+
 def test_a_checkpoint_last_cut_short_by_a_kill_is_replaced_by_its_epochs_own(script, tmp_path):
     """fairseq writes checkpoint{N}.pt whole, then copies it to checkpoint_last.pt: a kill during the
     copy leaves the copy cut short, and the resume takes the epoch's file instead."""
