@@ -9,7 +9,7 @@ encoder, or accepted and ignored; :meth:`ConfiguredTransformerModel.encode_and_d
 tiny test architecture. What is particular to a method stays in its own module
 (docs/architecture.md)."""
 
-from dataclasses import field
+from dataclasses import field, fields
 from typing import Optional
 
 import torch
@@ -18,10 +18,35 @@ from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase, TransformerModelBase
 
 
-def option(default, help: str, **metadata):
+def option(default, help: str, *, minimum=None, above=None, maximum=None, **metadata):
     """A field of a model's config dataclass: its default and its ``--help`` text (and any other
-    metadata fairseq reads, such as ``choices``). fairseq makes the command-line option of it."""
-    return field(default=default, metadata={"help": help, **metadata})
+    metadata fairseq reads, such as ``choices``). fairseq makes the command-line option of it.
+    ``minimum`` / ``maximum`` (inclusive) and ``above`` (exclusive) bound a number: a value
+    outside is refused at model build (:func:`refuse_out_of_range`)."""
+    bounds = {key: value for key, value in (("minimum", minimum), ("above", above), ("maximum", maximum))
+              if value is not None}
+    return field(default=default, metadata={"help": help, **bounds, **metadata})
+
+
+def refuse_out_of_range(cfg) -> None:
+    """ValueError, one line naming the option and its value, for an option of the config
+    dataclass ``cfg`` outside the bounds its :func:`option` declares; an unset option (None, its
+    default) passes. Every model of this package calls it on its config before building."""
+    for config_field in fields(cfg):
+        bounds = config_field.metadata
+        value = getattr(cfg, config_field.name, None)
+        if value is None or not {"minimum", "above", "maximum"} & bounds.keys():
+            continue
+        minimum, above, maximum = bounds.get("minimum"), bounds.get("above"), bounds.get("maximum")
+        if ((minimum is not None and value < minimum) or (above is not None and value <= above)
+                or (maximum is not None and value > maximum)):
+            if minimum is not None and maximum is not None:
+                valid = f"from {minimum} to {maximum}"
+            elif maximum is not None:
+                valid = f"at most {maximum}"
+            else:
+                valid = f"at least {minimum}" if minimum is not None else f"above {above}"
+            raise ValueError(f"--{config_field.name.replace('_', '-')} {value}: must be {valid}")
 
 
 def arch_defaults(args, **values) -> None:
@@ -260,7 +285,9 @@ class ConfiguredTransformerModel(TransformerModelBase):
     @classmethod
     def build_model(cls, args, task):
         cls.set_defaults(args)
-        return super().build_model(cls.config_class.from_namespace(args), task)
+        cfg = cls.config_class.from_namespace(args)
+        refuse_out_of_range(cfg)
+        return super().build_model(cfg, task)
 
     def encode_and_decode(self, encoder_inputs: tuple, prev_output_tokens, src_lengths, return_all_hiddens: bool,
                           features_only: bool, alignment_layer: Optional[int], alignment_heads: Optional[int]):
@@ -342,6 +369,7 @@ class TreeSourceTransformerModel(ConfiguredTransformerModel):
             raise ValueError(f"{cls.error_name or cls.__name__} reads source trees: use --task tree_translation")
         cls.set_defaults(args)
         cfg = cls.config_class.from_namespace(args)
+        refuse_out_of_range(cfg)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         embed_tokens, decoder_embed_tokens = build_embeddings(cls, cfg, src_dict, tgt_dict)
         embed_node_labels = cls.build_embedding(cfg, node_dictionary, cfg.encoder.embed_dim)

@@ -71,6 +71,7 @@ from tree_fairseq.models.common import (
     TextSourceTransformerModel,
     arch_defaults,
     option,
+    refuse_out_of_range,
     tiny_defaults,
 )
 from tree_fairseq.modules.constituent_attention import (
@@ -209,6 +210,7 @@ class ConstituentEncoderLM(FairseqEncoderModel):
     def build_model(cls, args, task):
         constituent_encoder_lm(args)
         cfg = ConstituentTransformerConfig.from_namespace(args)
+        refuse_out_of_range(cfg)
         dictionary = task.source_dictionary
         embed_tokens = TransformerModelBase.build_embedding(cfg, dictionary, cfg.encoder.embed_dim)
         return cls(ConstituentTransformerEncoder(cfg, dictionary, embed_tokens))

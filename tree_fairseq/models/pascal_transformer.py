@@ -74,7 +74,8 @@ class PascalTransformerConfig(TransformerConfig):
         "(default, the paper's); uniform, 1 within --pascal-window of the parent, 0 elsewhere",
     )
     pascal_sigma: float = option(1.0, "sigma, the standard deviation of the normal weight (default: 1)")
-    pascal_window: int = option(1, "half-width c of the uniform weight: keys with |j - p| < c + 1 (default: 1)")
+    pascal_window: int = option(1, "half-width c of the uniform weight: keys with |j - p| < c + 1 (default: 1)",
+                                minimum=0)
     pascal_parent_position: ChoiceEnum(list(PARENT_POSITIONS)) = option(
         "middle",
         "position of a parent word of several pieces: middle, the mean of its pieces' positions "

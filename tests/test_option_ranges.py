@@ -1,0 +1,36 @@
+"""Numeric model options outside their range are refused at model build, in one line naming the
+option and its value (``option(..., minimum=/above=/maximum=)`` and ``refuse_out_of_range``),
+before any silent fallback or a traceback at the first forward pass; the edge values still build."""
+
+import re
+
+import pytest
+from fairseq import tasks
+
+import helpers
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TREE = "tree_translation"
+PARENTS = "dependency_translation"
+
+# (databin fixture, task, arch, option, refused value, message's range, an edge value that builds)
+REFUSED = [
+    ("parent_databin", PARENTS, "pascal_transformer_tiny", "--pascal-window", "-1", "at least 0", "0"),
+]
+
+
+def build_model(databin, *flags, arch, task):
+    args = helpers.parse(databin, *flags, arch=arch, task=task)
+    return tasks.setup_task(args).build_model(args)
+
+
+@pytest.mark.parametrize("fixture, task, arch, flag, value, valid, edge", REFUSED,
+                         ids=[f"{row[3]} {row[4]}" for row in REFUSED])
+def test_out_of_range_is_refused_in_one_line(request, fixture, task, arch, flag, value, valid, edge):
+    databin = request.getfixturevalue(fixture)
+    with pytest.raises(ValueError) as refused:
+        build_model(databin, flag, value, arch=arch, task=task)
+    assert str(refused.value) == f"{flag} {value}: must be {valid}"
+    model = build_model(databin, flag, edge, arch=arch, task=task)
+    assert str(getattr(model.cfg, flag[2:].replace("-", "_"))) == edge
