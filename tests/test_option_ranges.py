@@ -17,6 +17,9 @@ PARENTS = "dependency_translation"
 # (databin fixture, task, arch, option, refused value, message's range, an edge value that builds)
 REFUSED = [
     ("parent_databin", PARENTS, "pascal_transformer_tiny", "--pascal-window", "-1", "at least 0", "0"),
+    # 0 was read as unset (``x or default``): the heads' number of branches, max(1, d // 2k) weights
+    ("tiny_databin", TREE, "tree_composition_transformer_tiny", "--composition-branches", "0", "at least 1", "1"),
+    ("tiny_databin", TREE, "tree_pe_transformer_tiny", "--tree-pe-num-weights", "0", "at least 1", "1"),
 ]
 
 
@@ -34,3 +37,17 @@ def test_out_of_range_is_refused_in_one_line(request, fixture, task, arch, flag,
     assert str(refused.value) == f"{flag} {value}: must be {valid}"
     model = build_model(databin, flag, edge, arch=arch, task=task)
     assert str(getattr(model.cfg, flag[2:].replace("-", "_"))) == edge
+
+
+@pytest.mark.parametrize("arch, flag, default", [
+    ("tree_composition_transformer_tiny", "--composition-branches", "composition_branches"),
+    ("tree_pe_transformer_tiny", "--tree-pe-num-weights", "tree_pe_num_weights"),
+])
+def test_unset_still_means_the_default(tiny_databin, arch, flag, default):
+    model = build_model(tiny_databin, arch=arch, task=TREE)
+    assert getattr(model.cfg, default) is None
+    if flag == "--composition-branches":
+        assert model.encoder.compositions[0].num_branches == model.cfg.encoder.attention_heads
+    else:
+        encoding = model.encoder.tree_positions
+        assert encoding.num_weights == max(1, model.cfg.encoder.embed_dim // (2 * model.cfg.tree_pe_max_depth))

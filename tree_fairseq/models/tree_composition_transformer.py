@@ -70,6 +70,7 @@ class TreeCompositionTransformerConfig(TransformerConfig):
     composition_branches: Optional[int] = option(
         None,
         "branches M of the multi-branch attention (default: --encoder-attention-heads)",
+        minimum=1,
     )
     composition_leaves: COMPOSITION_LEAVES = option(
         "embeddings",

@@ -94,6 +94,7 @@ class TreePETransformerConfig(TransformerConfig):
         None,
         "number of learned depth weights p, each giving a 2k-dimensional encoding "
         "(default: embed_dim // 2k, at least 1; projected to embed_dim when the sizes differ)",
+        minimum=1,
     )
     tree_pe_scale: ChoiceEnum(list(SCALES)) = option(
         "paper",
