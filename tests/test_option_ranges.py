@@ -20,6 +20,18 @@ REFUSED = [
     # 0 was read as unset (``x or default``): the heads' number of branches, max(1, d // 2k) weights
     ("tiny_databin", TREE, "tree_composition_transformer_tiny", "--composition-branches", "0", "at least 1", "1"),
     ("tiny_databin", TREE, "tree_pe_transformer_tiny", "--tree-pe-num-weights", "0", "at least 1", "1"),
+    # tracebacks: an index -1 at the first forward pass, a ZeroDivisionError, torch's size errors
+    ("tiny_databin", TREE, "tree_transformer_tiny", "--hier-embed-size", "0", "at least 1", "1"),
+    ("tiny_databin", TREE, "tree_transformer_tiny", "--hier-embed-size", "-3", "at least 1", "1"),
+    ("tiny_databin", TREE, "tree_pe_transformer_tiny", "--tree-pe-max-depth", "0", "at least 1", "1"),
+    ("tiny_databin", TREE, "tree_pe_transformer_tiny", "--tree-pe-num-weights", "-1", "at least 1", "1"),
+    ("tiny_databin", TREE, "tree_composition_transformer_tiny", "--composition-branches", "-4", "at least 1", "1"),
+    ("tiny_databin", TREE, "tree_composition_transformer_tiny", "--composition-layers", "0", "at least 1", "1"),
+    ("tiny_databin", TREE, "treeformer_tiny", "--chart-max-height", "0", "at least 1", "1"),
+    ("parent_databin", PARENTS, "pascal_transformer_tiny", "--pascal-heads", "-1", "at least 0", "0"),
+    ("parent_databin", PARENTS, "pascal_transformer_tiny", "--pascal-sigma", "0.0", "above 0", "0.5"),
+    ("parent_databin", PARENTS, "pascal_transformer_tiny", "--pascal-parent-ignoring", "1.5", "from 0 to 1", "1.0"),
+    ("parent_databin", PARENTS, "pascal_transformer_tiny", "--pascal-parent-ignoring", "-0.1", "from 0 to 1", "0.0"),
 ]
 
 

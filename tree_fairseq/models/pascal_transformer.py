@@ -62,7 +62,8 @@ from tree_fairseq.modules.parent_scaled_attention import (
 class PascalTransformerConfig(TransformerConfig):
     """fairseq's transformer options plus parent-scaled self-attention's."""
 
-    pascal_heads: int = option(1, "P: parent-scaled heads in each layer of --pascal-layers (the first P heads)")
+    pascal_heads: int = option(1, "P: parent-scaled heads in each layer of --pascal-layers (the first P heads)",
+                               minimum=0)
     pascal_layers: str = option(
         "1",
         "encoder layers with parent-scaled heads, numbered from 1, comma-separated "
@@ -73,7 +74,7 @@ class PascalTransformerConfig(TransformerConfig):
         "weight over the keys around a token's parent: normal, the Gaussian N(j; p, sigma^2) "
         "(default, the paper's); uniform, 1 within --pascal-window of the parent, 0 elsewhere",
     )
-    pascal_sigma: float = option(1.0, "sigma, the standard deviation of the normal weight (default: 1)")
+    pascal_sigma: float = option(1.0, "sigma, the standard deviation of the normal weight (default: 1)", above=0)
     pascal_window: int = option(1, "half-width c of the uniform weight: keys with |j - p| < c + 1 (default: 1)",
                                 minimum=0)
     pascal_parent_position: ChoiceEnum(list(PARENT_POSITIONS)) = option(
@@ -85,6 +86,8 @@ class PascalTransformerConfig(TransformerConfig):
         0.0,
         "q: in training, each token of each parent-scaled head ignores its parent (weights all "
         "ones) with this probability (default: 0)",
+        minimum=0,
+        maximum=1,
     )
 
 

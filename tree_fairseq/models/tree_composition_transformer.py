@@ -66,7 +66,8 @@ BRANCH_RESIDUALS = ChoiceEnum(["input", "head"])
 class TreeCompositionTransformerConfig(TransformerConfig):
     """fairseq's transformer options plus the composition encoder's."""
 
-    composition_layers: int = option(1, "bottom-up composition passes over the leaves (default: 1, the paper's)")
+    composition_layers: int = option(1, "bottom-up composition passes over the leaves (default: 1, the paper's)",
+                                     minimum=1)
     composition_branches: Optional[int] = option(
         None,
         "branches M of the multi-branch attention (default: --encoder-attention-heads)",
@@ -107,8 +108,6 @@ class TreeCompositionEncoder(TreeSourceEncoder, TransformerEncoderBase):
 
     def __init__(self, cfg, dictionary, embed_tokens, embed_node_labels):
         super().__init__(cfg, dictionary, embed_tokens)
-        if cfg.composition_layers < 1:
-            raise ValueError("--composition-layers must be at least 1: the nodes' states come from it")
         if cfg.composition_leaves == "embeddings":
             if cfg.encoder.layers:
                 raise ValueError(

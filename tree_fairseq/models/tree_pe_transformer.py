@@ -89,7 +89,8 @@ from tree_fairseq.trees.linearize import TREE_ORDERS, symbol_arity
 class TreePETransformerConfig(TransformerConfig):
     """fairseq's transformer options plus the tree positional encodings'."""
 
-    tree_pe_max_depth: int = option(32, "k: LCRS steps from the root kept in a tree position (default: 32)")
+    tree_pe_max_depth: int = option(32, "k: LCRS steps from the root kept in a tree position (default: 32)",
+                                    minimum=1)
     tree_pe_num_weights: Optional[int] = option(
         None,
         "number of learned depth weights p, each giving a 2k-dimensional encoding "

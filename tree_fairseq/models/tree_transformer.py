@@ -88,6 +88,7 @@ class TreeTransformerConfig(TransformerConfig):
         100,
         "rows of each hierarchical embedding table (vertical and horizontal, eq. 9); "
         "larger indices use the last row (default: 100)",
+        minimum=1,
     )
     no_hier_embed: bool = option(False, "no hierarchical embeddings: eq. 8 instead of eq. 10 (Table 3 ablation)")
     no_subtree_mask: bool = option(

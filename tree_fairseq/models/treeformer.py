@@ -68,6 +68,7 @@ class TreeformerConfig(TransformerConfig):
         10,
         "H: the longest span of the chart, in tokens; the chart holds the tokens and the spans "
         "of 2 … H tokens (default: 10)",
+        minimum=1,
     )
     chart_composition: ChoiceEnum(COMPOSITIONS) = option(
         "linear",
