@@ -159,6 +159,17 @@ def test_readme_torchrun(tiny_databin):
     assert (parsed.task, parsed.arch) == ("tree_translation", "tree_transformer_tiny")
 
 
+def test_left_pad_source_as_the_readme_names_it(tiny_databin):
+    """Every ``--left-pad-source ...`` the README's prose names parses with fairseq 0.12's option
+    (store_false: a flag with no value) and turns left-padding off."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    mentions = re.findall(r"`(--left-pad-source\b[^`]*)`", text)
+    assert mentions
+    for mention in mentions:
+        args = [str(tiny_databin), "--task", "tree_translation", "--arch", "tree_transformer_tiny", *mention.split()]
+        assert options.parse_args_and_arch(options.get_training_parser(), args).left_pad_source is False, mention
+
+
 def check_scored_against_the_test_set(out: Path, databin: Path, test_text: Path) -> None:
     """scripts/generate.sh's score in ``out`` is against the data-bin's kept test text (not
     fairseq's T- lines): its sacreBLEU is sacrebleu's own on the detokenised hypotheses and test file."""
