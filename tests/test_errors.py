@@ -57,6 +57,48 @@ def test_a_plugin_error_keeps_its_traceback_when_asked(capsys, monkeypatch):
     assert len(called) == 1 and printed == ""
 
 
+class _ReadsHeads:
+    """A dataset whose items are read by the plugin: "2 1" is a cycle (a TreeError), "x" not its own."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __len__(self):
+        return 1
+
+    def __getitem__(self, index):
+        from tree_fairseq.trees.parents import read_heads
+
+        return read_heads(self.text) if self.text != "x" else int(self.text)
+
+
+def _from_worker(text):
+    """What the main process gets when a DataLoader worker (fairseq's default --num-workers 1)
+    reading ``_ReadsHeads(text)`` raises: torch re-raises it with the worker's traceback as its message."""
+    import torch.utils.data
+
+    return _raised(lambda: next(iter(torch.utils.data.DataLoader(_ReadsHeads(text), num_workers=1,
+                                                                 collate_fn=lambda items: items))))
+
+
+def test_a_refusal_raised_in_a_dataloader_worker_is_the_same_one_line(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/fairseq-generate", "data"])
+    error = _from_worker("2 1")
+    assert isinstance(error, TreeError) and "Caught TreeError in DataLoader worker process 0" in str(error)
+    assert errors.raised_by_plugin(error)
+    called, printed = _hooked(error, capsys)
+    assert not called
+    assert printed == "fairseq-generate: error: the heads form a cycle (words 1, 2): not a dependency tree\n"
+
+
+def test_an_error_raised_in_a_dataloader_worker_outside_the_plugin_keeps_its_traceback(capsys):
+    error = _from_worker("x")
+    assert isinstance(error, ValueError) and "Caught ValueError in DataLoader worker" in str(error)
+    assert not errors.raised_by_plugin(error)
+    called, printed = _hooked(error, capsys)
+    assert len(called) == 1 and called[0][1] is error and printed == ""
+
+
 def test_install_puts_the_hook_once():
     errors.install()
     hook = sys.excepthook

@@ -10,29 +10,70 @@ Python's: an exception the plugin itself raised (``ValueError``, which :class:`T
 ``PROG: error: MESSAGE`` and the command exits with status 1; every other exception, and every
 exception when ``TREE_FAIRSEQ_TRACEBACK=1`` is set, is left to the hook that was there before (a
 programming error keeps its traceback).
+
+A refusal raised while a DataLoader worker reads a batch (fairseq's default ``--num-workers 1``)
+reaches the main process re-raised by torch (``ExceptionWrapper.reraise`` in ``torch._utils``):
+the same type, whose message is ``Caught TYPE in DataLoader worker process N.`` and the worker's
+formatted traceback. The innermost frame and message of that traceback are the original's, and
+are read in its place (:func:`worker_original`): the same one line as with ``--num-workers 0``.
 """
 
 import os
+import re
 import sys
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 REFUSALS = (ValueError, OSError)
 
+#: What torch's ExceptionWrapper.reraise puts between its first line and the worker's traceback.
+WORKER_TRACEBACK = "\nOriginal Traceback (most recent call last):\n"
+_FRAME = re.compile(r'^  File "(.*)", line \d+, in ')
 
-def raised_by_plugin(error: BaseException) -> bool:
-    """Whether the innermost frame of ``error``'s traceback is this package's code."""
+
+def _innermost_file(error: BaseException) -> str | None:
     frame = error.__traceback__
     if frame is None:
-        return False
+        return None
     while frame.tb_next is not None:
         frame = frame.tb_next
-    return os.path.abspath(frame.tb_frame.f_code.co_filename).startswith(PACKAGE_DIR + os.sep)
+    return os.path.abspath(frame.tb_frame.f_code.co_filename)
+
+
+def worker_original(error: BaseException) -> tuple[str, str] | None:
+    """For an exception that torch re-raised from a DataLoader worker (raised in
+    ``torch._utils``, its message ``Caught ... Original Traceback ...``): the file of the
+    innermost frame of the worker's traceback and the worker exception's message; else None."""
+    innermost = _innermost_file(error)
+    if innermost is None or not innermost.endswith(os.path.join("torch", "_utils.py")):
+        return None
+    _, marker, original = str(error).partition(WORKER_TRACEBACK)
+    lines = original.splitlines()
+    frames = [index for index, line in enumerate(lines) if _FRAME.match(line)]
+    if not marker or not frames:
+        return None
+    after = lines[frames[-1] + 1:]
+    start = next((index for index, line in enumerate(after) if not line.startswith(" ")), None)
+    if start is None:
+        return None
+    # "TYPE: MESSAGE" (TYPE module-qualified unless built in), or "TYPE" alone for an empty message
+    _, _, message = "\n".join(after[start:]).strip("\n").partition(": ")
+    return _FRAME.match(lines[frames[-1]]).group(1), message
+
+
+def raised_by_plugin(error: BaseException) -> bool:
+    """Whether the innermost frame of ``error``'s traceback is this package's code (for an
+    exception re-raised from a DataLoader worker, the innermost frame of the worker's)."""
+    original = worker_original(error)
+    innermost = os.path.abspath(original[0]) if original else _innermost_file(error)
+    return innermost is not None and innermost.startswith(PACKAGE_DIR + os.sep)
 
 
 def one_line(error: BaseException) -> str:
-    """``PROG: error: MESSAGE``, PROG the command's name."""
+    """``PROG: error: MESSAGE``, PROG the command's name (MESSAGE the worker exception's for
+    one re-raised from a DataLoader worker)."""
     program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
-    message = str(error) or type(error).__name__
+    original = worker_original(error)
+    message = (original[1] if original else str(error)) or type(error).__name__
     return f"{program}: error: {message}"
 
 
