@@ -141,3 +141,14 @@ def test_fairseq_train_says_a_cut_short_parser_record_in_one_line(tiny_databin, 
     (cut / "parser.de.json").write_text(record[:len(record) // 2])
     result = _train(cut, tmp_path, "--task", "tree_translation", "--arch", "tree_transformer_tiny")
     _one_line(result, "parser.de.json")
+
+
+@pytest.mark.slow
+def test_fairseq_train_says_a_refused_resume_in_one_line(tiny_databin, tmp_path):
+    """A refusal of upgrade_state_dict_named, which fairseq's trainer replaces by its own bare
+    Exception ("Cannot load model parameters ..."): one line, the refusal's message then fairseq's."""
+    flags = ("--task", "tree_translation", "--arch", "tree_transformer_tiny")
+    assert _train(tiny_databin, tmp_path, *flags).returncode == 0
+    result = _train(tiny_databin, tmp_path, *flags, "--leaf-weight-per-head", "--max-update", "2")
+    _one_line(result, "--leaf-weight-per-head: encoder.layers.0.self_attn.leaf_weight.weight has 1 row")
+    assert "Cannot load model parameters from checkpoint" in result.stderr.strip().splitlines()[-1]

@@ -325,3 +325,19 @@ def test_checkpoint_with_one_leaf_weight_per_head_loads():
     assert shared.leaf_weight_per_head and shared.leaf_weight.weight.shape == (HEADS, DIM)
     _, _, leaves, nodes, structure = batch_tensors(3)
     torch.testing.assert_close(shared(leaves, nodes, structure), per_head(leaves, nodes, structure))
+
+
+def test_checkpoint_with_a_shared_leaf_weight_is_refused_by_a_per_head_module():
+    """The reverse of the switch above: a shared-u checkpoint into --leaf-weight-per-head is refused
+    in one line naming the option (not expanded into another model); a row count that is neither is named."""
+    shared = TreeSelfAttention(DIM, HEADS)
+    state = {f"self_attn.{key}": value for key, value in shared.state_dict().items()}
+    per_head = TreeSelfAttention(DIM, HEADS, leaf_weight_per_head=True)
+    with pytest.raises(ValueError) as refused:
+        per_head.upgrade_state_dict_named(state, "self_attn")
+    assert str(refused.value).startswith("--leaf-weight-per-head: self_attn.leaf_weight.weight has 1 row, ")
+    assert per_head.leaf_weight_per_head and per_head.leaf_weight.weight.shape == (HEADS, DIM)
+    state["self_attn.leaf_weight.weight"] = torch.zeros(HEADS - 1, DIM)
+    for module in (shared, per_head):
+        with pytest.raises(ValueError, match=f"^self_attn.leaf_weight.weight has {HEADS - 1} rows: 1 .* or {HEADS} "):
+            module.upgrade_state_dict_named(state, "self_attn")

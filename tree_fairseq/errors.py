@@ -16,6 +16,11 @@ reaches the main process re-raised by torch (``ExceptionWrapper.reraise`` in ``t
 the same type, whose message is ``Caught TYPE in DataLoader worker process N.`` and the worker's
 formatted traceback. The innermost frame and message of that traceback are the original's, and
 are read in its place (:func:`worker_original`): the same one line as with ``--num-workers 0``.
+
+A refusal that fairseq's own code catches and replaces by a bare ``Exception`` of its own (the
+trainer's "Cannot load model parameters from checkpoint ...", around a refusal of a module's
+``upgrade_state_dict_named`` on resume) is one line too, the refusal's message followed by
+fairseq's (:func:`wrapped_refusal`).
 """
 
 import os
@@ -68,6 +73,18 @@ def raised_by_plugin(error: BaseException) -> bool:
     return innermost is not None and innermost.startswith(PACKAGE_DIR + os.sep)
 
 
+def wrapped_refusal(error: BaseException) -> BaseException | None:
+    """The plugin's refusal that fairseq's code was handling when it raised ``error``, a bare
+    ``Exception`` of its own (innermost frame in the fairseq package); else None."""
+    context = error.__context__
+    if type(error) is not Exception or context is None or error.__suppress_context__:
+        return None
+    innermost = _innermost_file(error)
+    if innermost is None or f"{os.sep}fairseq{os.sep}" not in innermost:
+        return None
+    return context if isinstance(context, REFUSALS) and raised_by_plugin(context) else None
+
+
 def one_line(error: BaseException) -> str:
     """``PROG: error: MESSAGE``, PROG the command's name (MESSAGE the worker exception's for
     one re-raised from a DataLoader worker)."""
@@ -78,10 +95,14 @@ def one_line(error: BaseException) -> str:
 
 
 def _hook(kind, error, traceback, previous):
-    if (issubclass(kind, REFUSALS) and raised_by_plugin(error)
-            and os.environ.get("TREE_FAIRSEQ_TRACEBACK", "") in ("", "0")):
-        print(one_line(error), file=sys.stderr)
-        return
+    if os.environ.get("TREE_FAIRSEQ_TRACEBACK", "") in ("", "0"):
+        if issubclass(kind, REFUSALS) and raised_by_plugin(error):
+            print(one_line(error), file=sys.stderr)
+            return
+        refusal = wrapped_refusal(error)
+        if refusal is not None:
+            print(f"{one_line(refusal)} ({error})", file=sys.stderr)
+            return
     previous(kind, error, traceback)
 
 

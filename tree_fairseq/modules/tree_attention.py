@@ -147,13 +147,25 @@ class _TreeAttention(nn.Module):
 
     def upgrade_state_dict_named(self, state_dict, name):
         """A checkpoint with one ``u`` per head (this module's default before the shared ``u`` of
-        eqs. 16, 23) loads as ``leaf_weight_per_head=True``."""
+        eqs. 16, 23, saved before the option existed) loads as ``leaf_weight_per_head=True``.
+
+        The reverse, a checkpoint of the shared ``u`` into a module built with
+        ``leaf_weight_per_head`` (``--leaf-weight-per-head`` given to resume a run trained
+        without it), is refused in one line rather than expanded to a copy of ``u`` per head:
+        that checkpoint can only come from a run trained without the option, and the expansion
+        would silently turn its resume into another model (and another set of parameters for the
+        optimizer state saved with it)."""
         weight = state_dict.get(f"{name}.leaf_weight.weight")
-        if weight is not None and weight.size(0) != self.leaf_weight.out_features:
-            if weight.size(0) != self.num_heads:
-                raise ValueError(f"{name}.leaf_weight.weight has {weight.size(0)} rows, not 1 or {self.num_heads}")
-            self.leaf_weight_per_head = weight.size(0) > 1
-            self.leaf_weight = nn.Linear(weight.size(1), weight.size(0), bias=False).to(weight.device)
+        if weight is None or weight.size(0) == self.leaf_weight.out_features:
+            return
+        if weight.size(0) == 1:
+            raise ValueError(f"--leaf-weight-per-head: {name}.leaf_weight.weight has 1 row, the u shared by the "
+                             "heads of a run trained without --leaf-weight-per-head; load it without the option")
+        if weight.size(0) != self.num_heads:
+            raise ValueError(f"{name}.leaf_weight.weight has {weight.size(0)} rows: 1 (u shared by the heads) "
+                             f"or {self.num_heads} (one per head) expected")
+        self.leaf_weight_per_head = True
+        self.leaf_weight = nn.Linear(weight.size(1), weight.size(0), bias=False).to(weight.device)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         """``(B, L, H·dh)`` -> ``(B, H, L, dh)``."""
