@@ -2,8 +2,6 @@
 option and its value (``option(..., minimum=/above=/maximum=)`` and ``refuse_out_of_range``),
 before any silent fallback or a traceback at the first forward pass; the edge values still build."""
 
-import re
-
 import pytest
 from fairseq import tasks
 
