@@ -58,28 +58,39 @@ def test_fairseq_generate_translates_every_sentence_whatever_the_batch_multiple(
     assert hypothesis_ids(result.stdout) == list(range(40))
 
 
-def test_validation_batches_keep_every_sentence_training_batches_are_fairseqs(tiny_databin):
-    for combine, expected in ((False, 40), (True, 39)):  # fairseq drops the last batch of 1
-        task = load_task(tiny_databin, combine=combine)
-        batches = task.get_batch_iterator(task.dataset("valid"), max_sentences=1, required_batch_size_multiple=8,
-                                          max_positions=(1024, 1024)).next_epoch_itr(shuffle=False)
-        ids = sorted(i for batch in batches for i in batch["id"].tolist())
-        assert len(ids) == expected and len(set(ids)) == len(ids)
+# (split, combine, train_subset, sentences batched): fairseq drops the last batch of 1 of the split trained on
+# (--train-subset, loaded with combine=True) only; valid loaded with combine=True (--combine-valid-subsets)
+# is only evaluated and keeps every sentence.
+KEPT_SENTENCES = [("valid", False, None, 40), ("valid", True, None, 40), ("train", True, None, 299),
+                  ("train", False, None, 300), ("valid", True, "valid", 39)]
 
 
-def test_tree_generation_keeps_every_sentence_of_an_evaluated_split(plain_databin):
+@pytest.mark.parametrize("split,combine,train_subset,expected", KEPT_SENTENCES)
+def test_validation_batches_keep_every_sentence_training_batches_are_fairseqs(tiny_databin, split, combine,
+                                                                              train_subset, expected):
+    overrides = {} if train_subset is None else {"train_subset": train_subset}
+    task = load_task(tiny_databin, split=split, combine=combine, **overrides)
+    batches = task.get_batch_iterator(task.dataset(split), max_sentences=1, required_batch_size_multiple=8,
+                                      max_positions=(1024, 1024)).next_epoch_itr(shuffle=False)
+    ids = sorted(i for batch in batches for i in batch["id"].tolist())
+    assert len(ids) == expected and len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize("split,combine,train_subset,expected", KEPT_SENTENCES)
+def test_tree_generation_keeps_every_sentence_of_an_evaluated_split(plain_databin, split, combine, train_subset,
+                                                                    expected):
     from fairseq.tasks.translation import TranslationConfig
 
     from tree_fairseq.tasks.tree_generation import TreeGenerationTask
 
+    overrides = {} if train_subset is None else {"train_subset": train_subset}
     cfg = TranslationConfig(data=str(plain_databin), source_lang="de", target_lang="en", dataset_impl="mmap",
-                            required_seq_len_multiple=1)
-    for combine, expected in ((False, 40), (True, 39)):
-        task = TreeGenerationTask.setup_task(cfg)
-        task.load_dataset("valid", combine=combine)
-        batches = task.get_batch_iterator(task.dataset("valid"), max_sentences=1, required_batch_size_multiple=8,
-                                          max_positions=(1024, 1024)).next_epoch_itr(shuffle=False)
-        assert len({i for batch in batches for i in batch["id"].tolist()}) == expected
+                            required_seq_len_multiple=1, **overrides)
+    task = TreeGenerationTask.setup_task(cfg)
+    task.load_dataset(split, combine=combine)
+    batches = task.get_batch_iterator(task.dataset(split), max_sentences=1, required_batch_size_multiple=8,
+                                      max_positions=(1024, 1024)).next_epoch_itr(shuffle=False)
+    assert len({i for batch in batches for i in batch["id"].tolist()}) == expected
 
 
 def test_max_tokens_below_a_sentences_leaves_and_nodes_skips_and_counts_it(tiny_databin, caplog):

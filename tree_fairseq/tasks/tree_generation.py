@@ -23,7 +23,7 @@ from torch import Tensor
 
 from tree_fairseq.models.tree_pe_transformer import symbol_arities
 from tree_fairseq.tasks.resumed_batches import ResumedBatches
-from tree_fairseq.tasks.tree_translation import TreeTranslationConfig, TreeTranslationTask
+from tree_fairseq.tasks.tree_translation import TreeTranslationConfig, TreeTranslationTask, training_split
 
 
 def allowed_continuations(prefixes: Tensor, arities: Tensor, eos: int, step: int, max_len: int) -> Tensor:
@@ -128,9 +128,12 @@ class TreeGenerationTask(TreeOutputs, ResumedBatches, TranslationTask):
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
-        # fairseq's trainer loads its train subset with combine=True, every split it only
-        # evaluates (valid, generate's --gen-subset, fairseq-validate) without.
-        (self._training_splits.add if combine else self._training_splits.discard)(split)
+        # The split trained on (fairseq's trainer loads --train-subset with combine=True); every split
+        # only evaluated (valid, --combine-valid-subsets' too, generate's --gen-subset) is not.
+        if training_split(self.cfg, split, combine):
+            self._training_splits.add(split)
+        else:
+            self._training_splits.discard(split)
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         # fairseq drops the last batch when its size is not a multiple of

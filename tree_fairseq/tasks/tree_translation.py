@@ -230,11 +230,11 @@ class TreeTranslationTask(ResumedBatches, TranslationTask):
         data_dir = paths[(epoch - 1) % len(paths)]
         labels, spans = load_tree_streams(data_dir, split, self.cfg.source_lang, self.cfg.target_lang,
                                           combine=combine, upsample_primary=self.cfg.upsample_primary)
-        # fairseq's trainer loads its train subset with combine=True and every split it only
-        # evaluates (valid, generate's --gen-subset, fairseq-validate) without: those keep every
-        # sentence whatever --required-batch-size-multiple says.
+        # Every split only evaluated (valid, --combine-valid-subsets' too, generate's --gen-subset,
+        # fairseq-validate) keeps every sentence whatever --required-batch-size-multiple says.
         self.datasets[split] = TreePairDataset(self.datasets[split], labels, spans, self.node_dict,
-                                               keep_every_sentence=not combine, count_nodes=self.count_nodes)
+                                               keep_every_sentence=not training_split(self.cfg, split, combine),
+                                               count_nodes=self.count_nodes)
 
     @property
     def count_nodes(self) -> bool:
@@ -386,6 +386,21 @@ class TreeTranslationTask(ResumedBatches, TranslationTask):
         if "src_node_labels" not in net_input:
             net_input = self.inference_trees.add_tree_inputs(net_input)
         return net_input
+
+def training_split(cfg, split: str, combine: bool) -> bool:
+    """Whether ``load_dataset(split, combine=combine)`` loads the split trained on: fairseq's trainer loads
+    --train-subset (the task's ``train_subset``) with combine=True. combine alone does not tell:
+    --combine-valid-subsets loads valid with combine=True too, and generate may read the train split
+    without. A config built outside fairseq's (``train_subset`` not resolved) trains on fairseq's default
+    --train-subset, train."""
+    try:
+        subset = cfg.train_subset
+    except Exception:  # an OmegaConf interpolation that cannot be resolved
+        subset = None
+    if not isinstance(subset, str) or subset.startswith("${"):
+        subset = "train"
+    return bool(combine) and split == subset
+
 
 def require_batch_key(model, cfg, key: str, refusal: str) -> None:
     """ValueError ``--arch ARCH {refusal}`` when ``model.forward`` takes no ``key`` of the batch."""
