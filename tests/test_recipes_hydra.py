@@ -60,3 +60,24 @@ def test_plus_overrides_are_checked_and_taken_in_both_modes(tmp_path, capsys):
         "tree-fairseq-config-args: error: override '+model.dropout=0.2': the config sets model.dropout already, and "
         "+ only adds a key: write model.dropout=0.2, or ++model.dropout=0.2")
     config_args.main(["--check", path, "++model.attention_dropout=0.25", "+criterion.report_accuracy=true"])
+
+
+@pytest.mark.parametrize("text,refusal", [
+    ("task:\n  _name: tree_translation\ncheckpoint:\n", "group 'checkpoint' is empty (nothing under checkpoint:)"),
+    ("task: tree_translation\n", "group 'task' is a str, not a mapping of keys"),
+    ("- task\n- model\n", "the config is a list, not a mapping of groups"),
+])
+def test_a_config_not_made_of_groups_of_keys_is_refused_in_one_line(tmp_path, text, refusal):
+    """An empty group (which fairseq-hydra-train refuses), a group that is a scalar and a config that is a
+    list are refused naming the file, with or without the overrides scripts/train.sh adds to every config
+    (an override into an empty group was a TypeError)."""
+    from tree_fairseq.cli import config_args
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    for overrides in ([], [f"checkpoint.save_dir={tmp_path}", "task.data=bin", "common.user_dir=x"]):
+        for check in ([], ["--check"]):
+            with pytest.raises(SystemExit) as exited:
+                config_args.main([*check, str(path), *overrides])
+            assert str(exited.value.code).startswith(f"tree-fairseq-config-args: error: {path}: {refusal}")
+            assert "\n" not in str(exited.value.code)

@@ -30,8 +30,12 @@ MISSING = "???"
 
 
 def load_config(path: str, overrides: list[str] = ()) -> dict:
+    """The config at ``path`` with ``overrides`` applied. ValueError naming ``path`` unless it is a mapping of
+    groups, each a mapping of keys (:func:`check_layout`)."""
     with open(path, encoding="utf-8") as f:
-        config = yaml.safe_load(f) or {}
+        config = yaml.safe_load(f)
+    config = {} if config is None else config
+    check_layout(config, path)
     for override in overrides:
         key, sep, value = override.partition("=")
         plus = len(key) - len(key.lstrip("+"))
@@ -44,6 +48,24 @@ def load_config(path: str, overrides: list[str] = ()) -> dict:
                              f"{key}={value}, or ++{key}={value}")
         config.setdefault(group, {})[name] = yaml.safe_load(value) if value else None
     return config
+
+
+def check_layout(config, path: str) -> None:
+    """ValueError naming ``path`` unless ``config`` is a mapping whose groups are mappings. A group left empty
+    (``checkpoint:`` with nothing under it, YAML's null) is refused too, not read as an empty group:
+    fairseq-hydra-train refuses it (``field 'checkpoint' is not Optional``), so the config would train in
+    one of scripts/train.sh's modes and not in the other."""
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: the config is a {type(config).__name__}, not a mapping of groups "
+                         "(task:, model:, ... each with its keys under it)")
+    for group, values in config.items():
+        if group in SKIPPED_GROUPS or isinstance(values, dict):
+            continue
+        if values is None:
+            raise ValueError(f"{path}: group {group!r} is empty (nothing under {group}:): give it its keys or remove "
+                             "it (fairseq-hydra-train refuses an empty group)")
+        raise ValueError(f"{path}: group {group!r} is a {type(values).__name__}, not a mapping of keys: write them "
+                         f"indented under {group}: (KEY: VALUE, one a line)")
 
 
 def check_config(config: dict, path: str) -> dict[tuple[str, str], object]:
