@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from helpers import cli_args, subprocess_env, train_and_generate
 
 from tree_fairseq.tasks import TreeTranslationConfig, TreeTranslationTask
@@ -91,6 +92,42 @@ def test_tree_generation_keeps_every_sentence_of_an_evaluated_split(plain_databi
     batches = task.get_batch_iterator(task.dataset(split), max_sentences=1, required_batch_size_multiple=8,
                                       max_positions=(1024, 1024)).next_epoch_itr(shuffle=False)
     assert len({i for batch in batches for i in batch["id"].tolist()}) == expected
+
+
+def test_trees_of_another_text_that_fit_inside_the_sentences_are_refused(tiny_databin, tmp_path):
+    """The test text binarised again (here: the valid split's text, as many sentences) beside the test
+    split's old tree streams: each tree fits inside its new sentence more often than not, so only the
+    root's span tells. Refused at load naming the split, a sentence and the data-bin; the data-bin's own
+    splits (with sentences of one piece, which have no node) load."""
+    for split in ("train", "valid", "test"):
+        for combine in (False, True):
+            task = load_task(tiny_databin, split=split, combine=combine)
+            assert len(task.dataset(split)) in (300, 40)
+    databin = tmp_path / "bin"
+    shutil.copytree(tiny_databin, databin)
+    for ext in ("bin", "idx"):
+        shutil.copy(databin / f"valid.de-en.de.{ext}", databin / f"test.de-en.de.{ext}")
+    with pytest.raises(ValueError, match=rf"^split 'test' of {re.escape(str(databin))}: sentence \d+ has \d+ pieces "
+                                         r"\(EOS not counted\) but (its root spans pieces \d+-\d+|its tree has no "
+                                         r"node) \(\d+ such sentences\): the trees are not this text's"):
+        load_task(databin, split="test")
+
+
+def test_root_check_counts_eos_out_and_takes_one_piece_sentences_without_nodes():
+    from fairseq.data import ListDataset
+
+    from tree_fairseq.data.tree_pair_dataset import check_roots
+
+    def spans(*sentences):
+        items = [torch.tensor(s, dtype=torch.int32).view(-1) for s in sentences]
+        return ListDataset(items, sizes=[len(i) for i in items])
+
+    # sizes count EOS: 1 piece (no node), 2 pieces (root 0-1), 3 pieces (a node 0-1 under the root 0-2)
+    check_roots([2, 3, 4], spans([], [[0, 1]], [[0, 1], [0, 2]]), "here")
+    for sizes, trees in (([2], [[[0, 1]]]), ([3], [[]]), ([4], [[[0, 2], [0, 1]]]), ([5], [[[1, 3]]]),
+                         ([5], [[[0, 2]]])):
+        with pytest.raises(ValueError, match=r"^here: sentence 0 has \d pieces"):
+            check_roots(sizes, spans(*trees), "here")
 
 
 def test_max_tokens_below_a_sentences_leaves_and_nodes_skips_and_counts_it(tiny_databin, caplog):

@@ -21,7 +21,8 @@ nsentences, target) is fairseq's LanguagePairDataset batch unchanged.
 
 import numpy as np
 import torch
-from fairseq.data import BaseWrapperDataset, FairseqDataset
+from fairseq.data import BaseWrapperDataset, ConcatDataset, FairseqDataset
+from fairseq.data.indexed_dataset import MMapIndexedDataset
 
 
 def collate_trees(labels, spans, src_tokens, src_lengths, left_pad, label_pad):
@@ -42,6 +43,53 @@ def collate_trees(labels, spans, src_tokens, src_lengths, left_pad, label_pad):
     }
 
 
+def root_spans(node_spans) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(nodes, start, end)`` per sentence of a spans stream: its number of nodes and the span of its
+    last node (bottom-up: the root, which covers every piece; 0 where it has no node). Read from the
+    stream's file (two values a sentence) where it is fairseq's mmap dataset, as a whole otherwise."""
+    if isinstance(node_spans, MMapIndexedDataset):
+        sizes = np.asarray(node_spans.sizes, dtype=np.int64)
+        if not sizes.any():
+            zeros = np.zeros(len(sizes), dtype=np.int64)
+            return zeros, zeros, zeros.copy()
+        values = np.frombuffer(node_spans._bin_buffer, dtype=node_spans._index.dtype)
+        last = node_spans._index._pointers // np.dtype(node_spans._index.dtype).itemsize + sizes - 1
+        has = sizes >= 2
+        end = np.zeros(len(sizes), dtype=np.int64)
+        start = np.zeros(len(sizes), dtype=np.int64)
+        end[has] = values[last[has]]
+        start[has] = values[last[has] - 1]
+        return sizes // 2, start, end
+    if isinstance(node_spans, ConcatDataset) and all(float(r).is_integer() for r in node_spans.sample_ratios):
+        parts = [tuple(np.tile(a, int(r)) for a in root_spans(d))
+                 for d, r in zip(node_spans.datasets, node_spans.sample_ratios)]
+        return tuple(np.concatenate(arrays) for arrays in zip(*parts))
+    nodes, start, end = (np.zeros(len(node_spans), dtype=np.int64) for _ in range(3))
+    for i in range(len(node_spans)):
+        spans = np.asarray(node_spans[i]).reshape(-1)
+        nodes[i] = len(spans) // 2
+        if len(spans) >= 2:
+            start[i], end[i] = spans[-2], spans[-1]
+    return nodes, start, end
+
+
+def check_roots(src_sizes, node_spans, where: str) -> None:
+    """ValueError naming ``where`` and the first sentence whose tree does not cover exactly its pieces
+    (a sentence of n >= 2 pieces, EOS not counted, has a root over pieces 0 to n-1, stored last; one of a
+    single piece has no node): text binarised again over another text's trees (fairseq-preprocess
+    writing a split's text beside its old tree streams) fits inside the sentences and would be read
+    silently with every node over other words."""
+    pieces = np.asarray(src_sizes, dtype=np.int64) - 1  # EOS is a leaf outside every span
+    nodes, start, end = root_spans(node_spans)
+    bad = np.where(nodes == 0, pieces > 1, (pieces < 2) | (start != 0) | (end != pieces - 1))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        tree = f"its root spans pieces {start[i]}-{end[i]}" if nodes[i] else "its tree has no node"
+        raise ValueError(f"{where}: sentence {i} has {pieces[i]} pieces (EOS not counted) but {tree} "
+                         f"({int(bad.sum())} such sentences): the trees are not this text's (text binarised again "
+                         "beside old tree streams?); binarise text and trees together with tree-fairseq-preprocess")
+
+
 class TreePairDataset(BaseWrapperDataset):
     """Wraps fairseq's LanguagePairDataset; adds each source sentence's node
     labels and spans. ``--max-source-positions`` limits leaves, as in fairseq.
@@ -58,9 +106,14 @@ class TreePairDataset(BaseWrapperDataset):
     raw text): batches never drop a sentence. fairseq's batching drops the last
     batch when its size is not a multiple of ``--required-batch-size-multiple``
     (default 8), which for a training epoch costs a few sentences but for a test
-    set silently leaves sentences untranslated; here that last batch is kept."""
+    set silently leaves sentences untranslated; here that last batch is kept.
 
-    def __init__(self, pairs, node_labels, node_spans, node_dict, keep_every_sentence=False, count_nodes=True):
+    ``where`` (the split and data-bin the streams were read from): each sentence's tree must cover
+    exactly its pieces (:func:`check_roots`), checked once here; trees made from the text itself
+    (raw text) leave it out."""
+
+    def __init__(self, pairs, node_labels, node_spans, node_dict, keep_every_sentence=False, count_nodes=True,
+                 where=None):
         super().__init__(pairs)
         self.keep_every_sentence = keep_every_sentence
         self.count_nodes = count_nodes
@@ -69,6 +122,8 @@ class TreePairDataset(BaseWrapperDataset):
                 f"{len(pairs)} sentence pairs but {len(node_labels)} node label and "
                 f"{len(node_spans)} span entries: text and trees come from different data"
             )
+        if where is not None:
+            check_roots(pairs.src_sizes, node_spans, where)
         self.node_labels = node_labels
         self.node_spans = node_spans
         self.node_dict = node_dict

@@ -234,7 +234,8 @@ class TreeTranslationTask(ResumedBatches, TranslationTask):
         # fairseq-validate) keeps every sentence whatever --required-batch-size-multiple says.
         self.datasets[split] = TreePairDataset(self.datasets[split], labels, spans, self.node_dict,
                                                keep_every_sentence=not training_split(self.cfg, split, combine),
-                                               count_nodes=self.count_nodes)
+                                               count_nodes=self.count_nodes,
+                                               where=f"split {split!r} of {data_dir}")
 
     @property
     def count_nodes(self) -> bool:
