@@ -77,16 +77,26 @@ def test_validation_batches_keep_every_sentence_training_batches_are_fairseqs(ti
     assert len(ids) == expected and len(set(ids)) == len(ids)
 
 
-@pytest.mark.parametrize("split,combine,train_subset,expected", KEPT_SENTENCES)
-def test_tree_generation_keeps_every_sentence_of_an_evaluated_split(plain_databin, split, combine, train_subset,
-                                                                    expected):
+@pytest.fixture(scope="module")
+def tree_target_databin(tmp_path_factory):
+    """Linearised trees as targets (tree_generation's data), 200 training and 20 valid sentences."""
+    from test_tree_decoder import write_parse_corpus
+
+    return write_parse_corpus(tmp_path_factory.mktemp("tree_targets"), "depth_first")
+
+
+@pytest.mark.parametrize("split,combine,train_subset,expected", [
+    ("valid", False, None, 20), ("valid", True, None, 20), ("train", True, None, 199), ("train", False, None, 200),
+    ("valid", True, "valid", 19)])
+def test_tree_generation_keeps_every_sentence_of_an_evaluated_split(tree_target_databin, split, combine,
+                                                                    train_subset, expected):
     from fairseq.tasks.translation import TranslationConfig
 
     from tree_fairseq.tasks.tree_generation import TreeGenerationTask
 
     overrides = {} if train_subset is None else {"train_subset": train_subset}
-    cfg = TranslationConfig(data=str(plain_databin), source_lang="de", target_lang="en", dataset_impl="mmap",
-                            required_seq_len_multiple=1, **overrides)
+    cfg = TranslationConfig(data=str(tree_target_databin), source_lang="words", target_lang="tree",
+                            dataset_impl="mmap", required_seq_len_multiple=1, **overrides)
     task = TreeGenerationTask.setup_task(cfg)
     task.load_dataset(split, combine=combine)
     batches = task.get_batch_iterator(task.dataset(split), max_sentences=1, required_batch_size_multiple=8,

@@ -24,16 +24,32 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 SEED = 3
 # (task, data-bin fixture, arch, flags): every task of the package, tree_translation with either
-# --batch-tokens (tree_generation's targets here are text, not trees: its batches are the same kind).
+# --batch-tokens; tree_to_tree and tree_generation on linearised trees as targets (they refuse text).
 RUNS = {
     "tree_translation": ("tree_translation", "tiny_databin", "tree_transformer_tiny", []),
     "tree_translation text": ("tree_translation", "tiny_databin", "tree_transformer_tiny", ["--batch-tokens", "text"]),
     "dependency_translation": ("dependency_translation", "parent_databin", "pascal_transformer_tiny", []),
-    "tree_to_tree": ("tree_to_tree", "tiny_databin", "tree_pe_tree2tree_tiny", []),
-    "tree_generation": ("tree_generation", "plain_databin", "tree_pe_parser_tiny", []),
+    "tree_to_tree": ("tree_to_tree", "for2lam_databin", "tree_pe_tree2tree_tiny", []),
+    "tree_generation": ("tree_generation", "parse_databin", "tree_pe_parser_tiny", []),
     "constituent_masked_lm": ("constituent_masked_lm", "mono_databin", "constituent_encoder_lm_tiny",
                               ["--criterion", "masked_lm"]),
 }
+
+
+@pytest.fixture(scope="module")
+def for2lam_databin(tmp_path_factory):
+    from test_tree_to_tree import write_for2lam
+
+    return write_for2lam(tmp_path_factory.mktemp("for2lam"))
+
+
+@pytest.fixture(scope="module")
+def parse_databin(tmp_path_factory):
+    from test_tree_decoder import write_parse_corpus
+
+    # 60 valid sentences: the slow test trains on them, and needs more than 6 batches an epoch
+    return write_parse_corpus(tmp_path_factory.mktemp("parse_corpus"), "depth_first",
+                              (("train", 200, 1), ("valid", 60, 2), ("test", 24, 3)))
 
 
 def config(request, name, *flags):

@@ -80,10 +80,13 @@ def items_in_order(tree: Tree, order: str) -> list[tuple]:
     return items
 
 
-def write_parse_corpus(directory: Path, order: str) -> Path:
+PARSE_SPLITS = (("train", 200, 1), ("valid", 20, 2), ("test", 24, 3))
+
+
+def write_parse_corpus(directory: Path, order: str, splits=PARSE_SPLITS) -> Path:
     """Parsing as translation on random trees: ``{split}.words`` -> ``{split}.tree`` (linearised
     in ``order``), binarised by fairseq-preprocess into ``directory/bin``."""
-    for split, count, seed in (("train", 200, 1), ("valid", 20, 2), ("test", 24, 3)):
+    for split, count, seed in splits:
         trees = random_trees(seed, count, max_words=9)
         (directory / f"{split}.words").write_text("".join(" ".join(t.leaves) + "\n" for t in trees))
         (directory / f"{split}.tree").write_text("".join(" ".join(linearize(t, order)) + "\n" for t in trees))
@@ -485,3 +488,20 @@ def test_fairseq_train_and_generate(parse_databin, tmp_path):
     assert sorted(int(i) for i, _ in hypotheses) == list(range(24))
     for _, text in hypotheses:
         delinearize(text.split(), "depth_first").check()
+
+
+def test_tree_tasks_refuse_a_target_dictionary_of_text(plain_databin, tiny_databin, parse_databin):
+    """Text targets (no LABEL(k) symbol: every symbol a leaf, a whole tree) were decoded one token a
+    sentence; tree_generation and tree_to_tree refuse them at setup, naming the dictionary."""
+    from fairseq.tasks.translation import TranslationConfig
+
+    from tree_fairseq.tasks import TreeGenerationTask, TreeToTreeConfig, TreeToTreeTask
+
+    for task, config, databin in ((TreeGenerationTask, TranslationConfig, plain_databin),
+                                  (TreeToTreeTask, TreeToTreeConfig, tiny_databin)):
+        cfg = config(data=str(databin), source_lang="de", target_lang="en", dataset_impl="mmap")
+        with pytest.raises(ValueError, match=rf"^--task \w+: the target dictionary {re.escape(str(databin))}/dict\.en"
+                                             r"\.txt holds no LABEL\(k\) symbol .*: its targets are text"):
+            task.setup_task(cfg)
+    cfg = TranslationConfig(data=str(parse_databin), source_lang="words", target_lang="tree", dataset_impl="mmap")
+    assert int((symbol_arities(TreeGenerationTask.setup_task(cfg).target_dictionary) > 0).sum()) > 1

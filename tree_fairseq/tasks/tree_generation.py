@@ -13,9 +13,10 @@ the model's log-probabilities (no renormalisation over them): a hypothesis' scor
 """
 
 import math
+import os
 from dataclasses import dataclass
 
-from fairseq import search
+from fairseq import search, utils
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
@@ -101,7 +102,19 @@ class TreeSequenceGenerator(SequenceGenerator):
 
 class TreeOutputs:
     """Generation for a translation task whose targets are linearised trees: fairseq's, through a
-    :class:`TreeSequenceGenerator`. Mix in before the task class."""
+    :class:`TreeSequenceGenerator`. Mix in before the task class. A target dictionary without a single
+    ``LABEL(k)`` symbol (text, not linearised trees) is refused: every symbol would be a leaf, a
+    whole tree, and each sentence would be decoded as one token."""
+
+    def __init__(self, cfg, src_dict, tgt_dict):
+        super().__init__(cfg, src_dict, tgt_dict)
+        if not bool((symbol_arities(tgt_dict) > 0).any()):
+            data = utils.split_paths(cfg.data)[0] if getattr(cfg, "data", None) else "the data-bin"
+            raise ValueError(
+                f"--task {getattr(cfg, '_name', None) or type(self).__name__}: the target dictionary "
+                f"{os.path.join(data, f'dict.{cfg.target_lang}.txt')} holds no LABEL(k) symbol (a node and its "
+                "number of children): its targets are text, not linearised trees (tree_fairseq.trees.linearize); "
+                "translate text with --task translation or tree_translation")
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         if seq_gen_cls is not None or getattr(args, "print_alignment", False):
