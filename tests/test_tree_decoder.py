@@ -505,3 +505,14 @@ def test_tree_tasks_refuse_a_target_dictionary_of_text(plain_databin, tiny_datab
             task.setup_task(cfg)
     cfg = TranslationConfig(data=str(parse_databin), source_lang="words", target_lang="tree", dataset_impl="mmap")
     assert int((symbol_arities(TreeGenerationTask.setup_task(cfg).target_dictionary) > 0).sum()) > 1
+
+
+def test_tree_decoders_refuse_a_task_that_does_not_generate_trees(parse_databin, tiny_databin):
+    """A tree decoder under --task translation (tree_translation for tree to tree) read its targets as
+    trees and searched without the tree constraint: refused when the model is built."""
+    with pytest.raises(ValueError, match=r"^--arch tree_pe_parser_tiny decodes linearised trees: use --task "
+                                         r"tree_generation, not TranslationTask$"):
+        build(parse_databin, arch="tree_pe_parser_tiny", task="translation")
+    with pytest.raises(ValueError, match=r"^--arch tree_pe_tree2tree_tiny decodes linearised trees: use --task "
+                                         r"tree_to_tree, not TreeTranslationTask$"):
+        build(tiny_databin, arch="tree_pe_tree2tree_tiny", task="tree_translation")

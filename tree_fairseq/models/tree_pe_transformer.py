@@ -264,6 +264,17 @@ class TreeDecoder(TransformerDecoderBase):
         self.embed_positions = TreeSlotPositions(dictionary, cfg.decoder.embed_dim, cfg)
 
 
+def require_tree_outputs(arch: str, task, tasks: str) -> None:
+    """ValueError unless ``task`` generates trees (:class:`~tree_fairseq.tasks.tree_generation.TreeOutputs`,
+    whose target dictionary holds ``LABEL(k)`` symbols): a tree decoder under another task reads text targets
+    as trees of leaves alone, and is searched without the constraint that keeps its outputs whole trees."""
+    from tree_fairseq.tasks.tree_generation import TreeOutputs
+
+    if not isinstance(task, TreeOutputs):
+        raise ValueError(f"--arch {arch} decodes linearised trees: use --task {tasks}, not "
+                         f"{type(task).__name__}")
+
+
 @register_model("tree_pe_parser")
 class TreePEParserModel(ConfiguredTransformerModel):
     """A sentence in, a tree out: fairseq's transformer encoder and a :class:`TreeDecoder`, for
@@ -274,6 +285,11 @@ class TreePEParserModel(ConfiguredTransformerModel):
     @classmethod
     def set_defaults(cls, args):
         tree_pe_parser(args)
+
+    @classmethod
+    def build_model(cls, args, task):
+        require_tree_outputs(getattr(args, "arch", None) or "tree_pe_parser", task, "tree_generation")
+        return super().build_model(args, task)
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
@@ -303,6 +319,11 @@ class TreePETreeToTreeModel(TreePETransformerModel):
     @classmethod
     def set_defaults(cls, args):
         tree_pe_tree2tree(args)
+
+    @classmethod
+    def build_model(cls, args, task):
+        require_tree_outputs(getattr(args, "arch", None) or "tree_pe_tree2tree", task, "tree_to_tree")
+        return super().build_model(args, task)
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
