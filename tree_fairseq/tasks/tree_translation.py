@@ -388,6 +388,7 @@ class TreeTranslationTask(ResumedBatches, TranslationTask):
             net_input = self.inference_trees.add_tree_inputs(net_input)
         return net_input
 
+
 def training_split(cfg, split: str, combine: bool) -> bool:
     """Whether ``load_dataset(split, combine=combine)`` loads the split trained on: fairseq's trainer loads
     --train-subset (the task's ``train_subset``) with combine=True. combine alone does not tell:
