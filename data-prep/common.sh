@@ -151,6 +151,17 @@ parse_args() {
             done
         done
         ((${#missing[@]} == 0)) || die "--local $LOCAL lacks ${missing[*]} (tokenised text, one sentence per line)"
+        # tok/ links to these files and the steps write WORK's folders: text inside one of them would be
+        # replaced (bpe/train.de by its BPE pieces) or removed (data-bin/). Resolved, so that a link or a
+        # relative path is caught too.
+        local inside real_local
+        real_local=$(realpath "$LOCAL")
+        for inside in orig tok raw trees bpe data-bin .steps; do
+            inside=$(realpath -m "$WORK/$inside")
+            [[ $real_local != "$inside" && $real_local != "$inside"/* ]] || die "--local $LOCAL lies inside" \
+                "$inside, which the recipe writes: put the text outside --work's orig/, tok/, raw/, trees/, bpe/," \
+                "data-bin/ and .steps/"
+        done
         LOCAL=$(cd "$LOCAL" && pwd)
     fi
     [[ -z $BPE_CODES ]] || BPE_CODES=$(cd "$(dirname "$BPE_CODES")" && pwd)/$(basename "$BPE_CODES")

@@ -18,6 +18,7 @@ import yaml
 from fairseq import options
 
 import tree_fairseq
+from helpers import write_tokenised_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -95,6 +96,28 @@ def test_data_prep_argument_errors(tmp_path):
     result = run(["bash", recipe, "--bogus"])
     assert result.returncode != 0 and "unknown option --bogus" in result.stderr
     assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize("inside", ["bpe", "tok", "data-bin/de-en", "orig", "raw", "trees", ".steps"])
+def test_data_prep_refuses_a_local_dir_inside_a_folder_it_writes(tmp_path, inside):
+    """tok/ links to --local's files and the steps write WORK's folders: --local WORK/bpe had its
+    train.de replaced by the BPE pieces, --local WORK/tok failed in ln, one in data-bin/ was removed.
+    Refused by the resolved path, through a link and a relative path as well."""
+    recipe = ROOT / "data-prep" / "prepare-iwslt14.sh"
+    work = tmp_path / "work"
+    (work / inside).parent.mkdir(parents=True)
+    write_tokenised_corpus(work / inside)
+    before = {path.name: path.read_text() for path in (work / inside).iterdir()}
+    (tmp_path / "link").symlink_to(work / inside)
+    for local in (work / inside, tmp_path / "link", Path("work") / inside):
+        result = run(["bash", recipe, "--local", local, "--work", work, "--parser", "balanced", "--bpe-tokens", "30",
+                      "--directions", "de-en", "--workers", "1"], cwd=tmp_path)
+        assert result.returncode != 0
+        assert result.stderr == (f"prepare-iwslt14.sh: error: --local {local} lies inside {work / inside.split('/')[0]}"
+                                 ", which the recipe writes: put the text outside --work's orig/, tok/, raw/, trees/, "
+                                 "bpe/, data-bin/ and .steps/\n")
+    assert {path.name: path.read_text() for path in (work / inside).iterdir()} == before
+    assert sorted(path.name for path in work.iterdir()) == [inside.split("/")[0]]  # nothing written
 
 
 def test_script_argument_errors(tmp_path):
