@@ -144,13 +144,19 @@ parse_args() {
     [[ -z $BPE_CODES || -f $BPE_CODES ]] || die "--bpe-codes $BPE_CODES: no such file"
     if [[ -n $LOCAL ]]; then
         [[ -d $LOCAL ]] || die "--local $LOCAL: no such directory"
-        local split lang missing=()
+        local split lang missing=() empty=()
         for split in "${SPLITS[@]}"; do
             for lang in "$SRC" "$TGT"; do
-                [[ -f $LOCAL/$split.$lang ]] || missing+=("$LOCAL/$split.$lang")
+                if [[ ! -f $LOCAL/$split.$lang ]]; then
+                    missing+=("$LOCAL/$split.$lang")
+                elif [[ ! -s $LOCAL/$split.$lang ]]; then
+                    empty+=("$LOCAL/$split.$lang")
+                fi
             done
         done
         ((${#missing[@]} == 0)) || die "--local $LOCAL lacks ${missing[*]} (tokenised text, one sentence per line)"
+        # an empty train split stopped in subword-nmt's traceback, an empty valid one in fairseq-train's
+        ((${#empty[@]} == 0)) || die "--local $LOCAL: ${empty[*]} empty (every split needs its sentences)"
         # tok/ links to these files and the steps write WORK's folders: text inside one of them would be
         # replaced (bpe/train.de by its BPE pieces) or removed (data-bin/). Resolved, so that a link or a
         # relative path is caught too.

@@ -98,6 +98,23 @@ def test_data_prep_argument_errors(tmp_path):
     assert not (tmp_path / "work").exists()
 
 
+@pytest.mark.parametrize("split", ["train", "valid"])
+def test_data_prep_refuses_an_empty_local_split_naming_its_files(tmp_path, split):
+    """An empty train split stopped in subword-nmt's traceback ('max() arg is an empty sequence'),
+    an empty valid one made a data-bin that fairseq-train could not read ('cannot mmap an empty file')."""
+    write_tokenised_corpus(tmp_path / "text")
+    for lang in ("de", "en"):
+        (tmp_path / "text" / f"{split}.{lang}").write_text("")
+    result = run(["bash", ROOT / "data-prep" / "prepare-iwslt14.sh", "--local", tmp_path / "text", "--work",
+                  tmp_path / "work", "--parser", "balanced", "--bpe-tokens", "30", "--directions", "de-en",
+                  "--workers", "1"])
+    assert result.returncode != 0
+    text = tmp_path / "text"
+    assert result.stderr == (f"prepare-iwslt14.sh: error: --local {text}: {text / split}.de {text / split}.en "
+                             "empty (every split needs its sentences)\n")
+    assert not (tmp_path / "work").exists()
+
+
 @pytest.mark.parametrize("inside", ["bpe", "tok", "data-bin/de-en", "orig", "raw", "trees", ".steps"])
 def test_data_prep_refuses_a_local_dir_inside_a_folder_it_writes(tmp_path, inside):
     """tok/ links to --local's files and the steps write WORK's folders: --local WORK/bpe had its
