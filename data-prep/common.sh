@@ -7,7 +7,7 @@
 #
 #   orig/   downloads                      (skipped with --local)
 #   tok/    {train,valid,test}.{lang}       Moses-tokenised, cleaned text (--local: links to DIR)
-#   raw/    {split}.{lang}                  untokenised text of the downloaded test sets (no --local)
+#   raw/    {split}.{lang}                  untokenised text of the downloaded test sets (--local: none)
 #   trees/  {split}.tree.{lang}             tree-fairseq-parse of tok/, for every source language
 #           ({split}.heads.{lang})          and, with --heads, each word's dependency head
 #   bpe/    {split}.{lang}, codes           subword-nmt (or sentencepiece) pieces + links to trees/
@@ -18,7 +18,8 @@
 # Resumable, like make: every finished step leaves WORK/.steps/NAME holding its command line,
 # which includes the options it depends on and the size and mtime of its inputs; a step is skipped
 # when that file holds the same line. A step that runs again rewrites its outputs, so the steps that
-# read them run again too.
+# read them run again too. WORK/.steps/source says where the text came from (the download or --local):
+# a run from the other clears tok/, raw/ and the markers, and every step runs again (see claim_work).
 
 set -euo pipefail
 
@@ -229,6 +230,38 @@ _download_failed() {
     die "cannot download $1 (offline?). Fetch it by hand to $2 and run again${DOWNLOAD_HINT:+ ($DOWNLOAD_HINT)}, or run with --local DIR on tokenised text ({train,valid,test}.{$SRC,$TGT})"
 }
 
+# claim_work: record where this run's text comes from (download or local) in WORK/.steps/source. When
+# WORK was made from the other, its tok/ (the other's text or links), raw/ (the download's references)
+# and step markers are cleared, so that no step is skipped as done on the other's text and a --local
+# data-bin gets no downloaded reference; orig/ and its extraction are kept.
+claim_work() {
+    local source=download was first=$WORK/tok/train.$SRC marker
+    [[ -z $LOCAL ]] || source=local
+    if [[ -f $STEPS_DIR/source ]]; then
+        was=$(cat "$STEPS_DIR/source")
+    elif [[ -L $first ]]; then  # a WORK made before the record: tok/ links to the files of --local
+        was=local
+    elif [[ -e $first ]]; then
+        was=download
+    else
+        was=$source
+    fi
+    if [[ $was != "$source" ]]; then
+        say "$WORK was made from $(source_name "$was"), this run is from $(source_name "$source"): tok/, raw/" \
+            "and the step markers cleared (orig/ kept)"
+        rm -rf "$WORK/raw"
+        rm -f "$WORK"/tok/*
+        for marker in "$STEPS_DIR"/*; do
+            [[ $marker == "$STEPS_DIR/extract" ]] || rm -f "$marker"
+        done
+    fi
+    printf '%s' "$source" > "$STEPS_DIR/source"
+}
+
+source_name() {
+    if [[ $1 == local ]]; then echo "--local text"; else echo "the download"; fi
+}
+
 # link_local: tok/ are links to the files of --local.
 link_local() {
     local split lang
@@ -358,9 +391,10 @@ binarize() {
         --trainpref "$WORK/bpe/train" --validpref "$WORK/bpe/valid" --testpref "$WORK/bpe/test" \
         --destdir "$dest" --workers "$THREADS" ${JOINED:+--joined-dictionary} \
         --subword-format "$BPE"
-    # The untokenised reference where the recipe has one (raw/): sacreBLEU scores against it.
+    # The untokenised reference where the recipe has one (raw/): sacreBLEU scores against it. --local
+    # text has none: raw/ is the download's.
     for split in "${SPLITS[@]}"; do
-        if [[ -f $WORK/raw/$split.$tgt ]]; then
+        if [[ -z $LOCAL && -f $WORK/raw/$split.$tgt ]]; then
             same_line_counts "raw $split" "$WORK/tok/$split.$tgt" "$WORK/raw/$split.$tgt"
             run cp "$WORK/raw/$split.$tgt" "$dest/$split.ref.raw.$tgt"
         fi
@@ -370,6 +404,7 @@ binarize() {
 # prepare: the whole pipeline after parse_args.
 prepare() {
     say "$DATASET: work directory $WORK"
+    claim_work
     local split lang direction inputs=()
     if [[ -n $LOCAL ]]; then
         for split in "${SPLITS[@]}"; do
@@ -416,7 +451,7 @@ prepare() {
             # the parser record, copied into the data-bin: another package or pipeline version can
             # give the same trees
             [[ ! -f $WORK/trees/$split.tree.$src.parser.json ]] || binarize_inputs+=("$WORK/trees/$split.tree.$src.parser.json")
-            [[ ! -f $WORK/raw/$split.$tgt ]] || binarize_inputs+=("$WORK/raw/$split.$tgt")
+            [[ -n $LOCAL || ! -f $WORK/raw/$split.$tgt ]] || binarize_inputs+=("$WORK/raw/$split.$tgt")
         done
         step "binarize-$direction" binarize "$src" "$tgt" -- "$JOINED" "$(fingerprint "${binarize_inputs[@]}")" \
             $(heads_key)

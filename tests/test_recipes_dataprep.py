@@ -196,6 +196,21 @@ def test_an_edit_that_kept_size_and_time_stamp_is_redone(tmp_path):
     assert (tmp_path / "work" / "tok" / "valid.de").read_text().splitlines()[0] == lines[0]
 
 
+def test_local_text_takes_no_raw_reference_it_did_not_write(tmp_path):
+    """raw/ is the download's untokenised test set: a WORK made before WORK/.steps/source by a
+    download run and then a --local run kept it, and it was copied into the --local data-bin as the
+    sacreBLEU reference."""
+    write_tokenised_corpus(tmp_path / "text")
+    work = tmp_path / "work"
+    prepare(tmp_path / "text", work)
+    (work / "raw").mkdir()
+    (work / "raw" / "test.en").write_text("another test set .\n" * 8)
+    (work / ".steps" / "source").unlink(missing_ok=True)
+    assert "skip text (done)" in prepare(tmp_path / "text", work)
+    assert (work / "data-bin" / "de-en" / "test.ref.en").exists()
+    assert not (work / "data-bin" / "de-en" / "test.ref.raw.en").exists()
+
+
 @pytest.mark.slow
 def test_conllu_parser_output_reaches_the_data_bin_and_an_edit_of_it_is_redone(tmp_path):
     """--parser conllu --trees-dir DIR reads DIR/{split}.{lang}.conllu; the parse step is keyed

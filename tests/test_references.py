@@ -19,7 +19,7 @@ import pytest
 import sacrebleu
 from conftest import _pieces, preprocess, write_corpus
 from fairseq.data.data_utils import post_process
-from helpers import subprocess_env, train_and_generate
+from helpers import subprocess_env, train_and_generate, write_tokenised_corpus
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
 from tree_fairseq.cli import score
@@ -532,10 +532,10 @@ def write_iwslt_archive(archive: Path) -> dict[str, list[str]]:
     return segments
 
 
-def run_iwslt_recipe(work: Path) -> list[str]:
+def run_iwslt_recipe(work: Path, *flags: str) -> list[str]:
     result = subprocess.run(
         ["bash", str(ROOT / "data-prep" / "prepare-iwslt14.sh"), "--work", str(work), "--parser", "balanced",
-         "--bpe-tokens", "30", "--workers", "1", "--directions", "de-en"],
+         "--bpe-tokens", "30", "--workers", "1", "--directions", "de-en", *flags],
         capture_output=True, text=True, env={**subprocess_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return [line[4:] for line in result.stdout.splitlines() if line.startswith("==> ")]
@@ -574,3 +574,37 @@ def test_iwslt_download_path_keeps_the_raw_test_reference(tmp_path):
     assert {"skip extract (done)", "skip tokenize-train (done)", "skip tokenize-test (done)",
             "skip binarize-de-en (done)"} <= set(steps)
     assert {path.name: path.stat().st_mtime_ns for path in databin.iterdir()} == before
+
+
+def test_a_work_of_the_download_and_local_text_by_turns_keeps_nothing_of_the_other(tmp_path):
+    """The step markers were keyed on the archive only: a download run after a --local run skipped
+    every step and kept the --local text, and a --local run after a download run took the
+    download's raw/ test set as the data-bin's sacreBLEU reference (a perfect output scored 1.35).
+    WORK/.steps/source records where the text came from; a run from the other starts the steps again."""
+    work = tmp_path / "work"
+    (work / "orig").mkdir(parents=True)
+    segments = write_iwslt_archive(work / "orig" / "de-en.tgz")
+    run_iwslt_recipe(work)
+    text = tmp_path / "text"
+    write_tokenised_corpus(text, sizes=(("train", 60), ("valid", 8), ("test", 12)))  # as many lines as raw/'s
+    steps = run_iwslt_recipe(work, "--local", str(text))
+    databin = work / "data-bin" / "de-en"
+    stored = score.stored_reference(str(databin), "test")
+    assert stored.raw is None and [post_process(line, "subword_nmt") for line in stored.tokenised] == lines_of(
+        text / "test.en")
+    assert not (work / "raw").exists() and (work / "tok" / "train.de").resolve() == text / "train.de"
+    assert f"{work} was made from the download, this run is from --local text: tok/, raw/ and the step markers " \
+           "cleared (orig/ kept)" in steps
+    steps = run_iwslt_recipe(work)
+    assert not (work / "tok" / "train.de").is_symlink()
+    assert lines_of(databin / "test.ref.raw.en") == [line.lower() for line in segments["en"]]
+    assert len(lines_of(databin / "train.ref.en")) != 60 and lines_of(databin / "train.ref.en") == lines_of(
+        work / "bpe" / "train.en")
+    assert {"tokenize-train", "tokenize-test", "skip extract (done)"} <= set(steps)
+    assert f"{work} was made from --local text, this run is from the download: tok/, raw/ and the step markers " \
+           "cleared (orig/ kept)" in steps
+    # a WORK made before the record resumes from where its tok/ came from
+    (work / ".steps" / "source").unlink()
+    steps = run_iwslt_recipe(work)
+    assert [step for step in steps if not step.startswith(("skip", "have", "done", "iwslt14"))] == [], steps
+    assert (work / ".steps" / "source").read_text() == "download"
