@@ -9,7 +9,9 @@
 # modes (optimization.max_update=1000, model.dropout=0.2); with --hydra, hydra refuses a key that
 # the YAML's model, task, criterion, ... do not set: write it ++GROUP.KEY=VALUE (hydra's
 # add-or-override; +GROUP.KEY=VALUE adds a key the YAML lacks). Every override, in both modes, is
-# checked as a key fairseq knows. Further --flags go to fairseq-train (not with --hydra). An
+# checked as a key fairseq knows. Further --flags go to fairseq-train (not with --hydra). DATA-BIN,
+# SAVE-DIR and the plugin are the script's to give: checkpoint.save_dir, --save-dir, task.data,
+# common.user_dir and --user-dir are refused (they would win, and train past every check). An
 # interrupted run continues from SAVE-DIR/checkpoint_last.pt, as fairseq does,
 # and stops where it would have stopped uninterrupted: fairseq restarts its early-stop count
 # (checkpoint.patience) on a resume, so train.sh counts the validations of SAVE-DIR/train.log
@@ -42,6 +44,17 @@ shift 3
 OVERRIDES=() FLAGS=()
 for arg in "$@"; do
     if [[ $arg =~ ^\+{0,2}[a-z_]+\.[A-Za-z_.]+= ]]; then OVERRIDES+=("$arg"); else FLAGS+=("$arg"); fi
+done
+# DATA-BIN, SAVE-DIR and the plugin are given by the script, and every check, the log and the patience
+# count are of them: a later override (or flag) would win in fairseq and train elsewhere, unchecked.
+for arg in "${OVERRIDES[@]}" "${FLAGS[@]}"; do
+    key=${arg#++} key=${key#+} why=""
+    case $key in
+        checkpoint.save_dir=*|--save-dir|--save-dir=*) why="the save dir is SAVE-DIR, the third argument" ;;
+        task.data=*) why="the data-bin is DATA-BIN, the second argument" ;;
+        common.user_dir=*|--user-dir|--user-dir=*) why="train.sh loads the plugin of $ROOT/tree_fairseq" ;;
+    esac
+    [[ -z $why ]] || { echo "train.sh: error: $arg: $why, not an override" >&2; exit 2; }
 done
 USER_DIR=$ROOT/tree_fairseq
 mkdir -p "$SAVE_DIR"

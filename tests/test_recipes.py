@@ -157,6 +157,61 @@ def test_script_argument_errors(tmp_path):
     assert result.returncode != 0 and "0 epoch checkpoints found, 2 asked for" in result.stderr
 
 
+FAKE_PROGRAM = """\
+#!{python}
+# Stands in for {name}: appends its arguments to $FAKE_CALLS (one JSON list a line), then sleeps
+# $FAKE_SLEEP seconds (a run in progress).
+import json, os, sys, time
+with open(os.environ["FAKE_CALLS"], "a") as f:
+    f.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:]]) + "\\n")
+time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+"""
+
+
+def fake_fairseq(tmp_path: Path) -> tuple[dict, Path]:
+    """An environment whose fairseq-train, fairseq-hydra-train and fairseq-generate record their
+    arguments in the returned file (and do nothing else), and a data-bin folder of a language pair."""
+    bin_dir, data = tmp_path / "fake-bin", tmp_path / "data"
+    bin_dir.mkdir()
+    data.mkdir()
+    for name in ("fairseq-train", "fairseq-hydra-train", "fairseq-generate"):
+        (bin_dir / name).write_text(FAKE_PROGRAM.format(python=sys.executable, name=name))
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    for lang in ("de", "en"):
+        (data / f"dict.{lang}.txt").write_text("a 1\n")
+    calls = tmp_path / "calls"
+    env = {"PYTHON": sys.executable, "PATH": f"{bin_dir}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
+           "FAKE_CALLS": str(calls)}
+    return env, calls
+
+
+def fake_calls(calls: Path) -> list[list[str]]:
+    return [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+
+
+@pytest.mark.parametrize("hydra", [(), ("--hydra",)])
+def test_train_sh_refuses_options_that_would_replace_its_own(tmp_path, hydra):
+    # a later checkpoint.save_dir (or --save-dir) won in fairseq: the checkpoints went elsewhere, and
+    # every check of SAVE-DIR before a resume was skipped (a run on another data-bin continued the other)
+    env, calls = fake_fairseq(tmp_path)
+    save_dir, other = tmp_path / "ck", tmp_path / "ck-other"
+    cases = [(f"checkpoint.save_dir={other}", "the save dir is SAVE-DIR, the third argument"),
+             (f"++checkpoint.save_dir={other}", "the save dir is SAVE-DIR, the third argument"),
+             (f"task.data={tmp_path}", "the data-bin is DATA-BIN, the second argument"),
+             (f"common.user_dir={tmp_path}", f"train.sh loads the plugin of {ROOT / 'tree_fairseq'}")]
+    if not hydra:
+        cases += [("--save-dir", "the save dir is SAVE-DIR, the third argument"),
+                  (f"--save-dir={other}", "the save dir is SAVE-DIR, the third argument"),
+                  ("--user-dir", f"train.sh loads the plugin of {ROOT / 'tree_fairseq'}")]
+    for arg, why in cases:
+        extra = [arg, str(other)] if arg in ("--save-dir", "--user-dir") else [arg]
+        result = run(["bash", ROOT / "scripts" / "train.sh", *hydra, "quickstart_tree_transformer", tmp_path / "data",
+                      save_dir, "optimization.max_epoch=1", *extra], env=env)
+        assert result.returncode == 2, (arg, result.stderr[-2000:])
+        assert result.stderr.strip() == f"train.sh: error: {arg}: {why}, not an override"
+    assert fake_calls(calls) == [] and not save_dir.exists() and not other.exists()
+
+
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 def test_offline_download_fails_with_the_url(tmp_path, recipe):
     offline = tmp_path / "offline-bin"
