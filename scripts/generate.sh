@@ -13,7 +13,8 @@
 # against fairseq-generate's T- lines, which print a piece missing from the dictionary as <unk>; a
 # data-bin without it is scored only when no T- line holds <unk> (see tree-fairseq-score --help).
 # Flags after OUT-DIR go to fairseq-generate and win over these defaults (e.g. --beam 4
-# --lenpen 0.6 for WMT). Metrics: sacrebleu,
+# --lenpen 0.6 for WMT), except --gen-subset and --results-path (refused: give --subset and OUT-DIR,
+# which the score is taken of). Metrics: sacrebleu,
 # tokbleu, compound (WMT en-de), rouge (Gigaword); see tree-fairseq-score --help. --lang is the
 # detokenizer's language (default: the data-bin's target language). Every sentence of the split
 # must have been translated: when fairseq-generate skipped some (e.g. --skip-invalid-size-inputs-valid-test
@@ -48,6 +49,17 @@ if (($# < 3)); then
 fi
 DATA=$1 CHECKPOINT=$2 OUT=$3
 shift 3
+# The split and the output folder are the script's: given again after OUT-DIR, they would win in
+# fairseq-generate while the score was taken of OUT-DIR/generate-SUBSET.txt (another split's, or stale).
+for arg in "$@"; do
+    case $arg in
+        --gen-subset|--gen-subset=*) why="give the split as --subset SPLIT before DATA-BIN" ;;
+        --results-path|--results-path=*) why="the output folder is OUT-DIR, the third argument" ;;
+        *) continue ;;
+    esac
+    echo "generate.sh: error: $arg: $why, not as a fairseq-generate flag" >&2
+    exit 2
+done
 [[ -d $DATA ]] || { echo "generate.sh: error: no data-bin $DATA" >&2; exit 2; }
 [[ -f $CHECKPOINT ]] || { echo "generate.sh: error: no checkpoint $CHECKPOINT" >&2; exit 2; }
 USER_DIR=$ROOT/tree_fairseq

@@ -212,6 +212,22 @@ def test_train_sh_refuses_options_that_would_replace_its_own(tmp_path, hydra):
     assert fake_calls(calls) == [] and not save_dir.exists() and not other.exists()
 
 
+def test_generate_sh_refuses_a_split_or_output_folder_given_to_fairseq_generate(tmp_path):
+    # --gen-subset valid (or --results-path DIR) after OUT-DIR won in fairseq-generate, and the script
+    # then scored the stale OUT-DIR/generate-test.txt and exited 0
+    env, calls = fake_fairseq(tmp_path)
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"")
+    for flags, why in [(["--gen-subset", "valid"], "give the split as --subset SPLIT before DATA-BIN"),
+                       (["--beam", "4", "--gen-subset=valid"], "give the split as --subset SPLIT before DATA-BIN"),
+                       (["--results-path", tmp_path / "else"], "the output folder is OUT-DIR, the third argument")]:
+        result = run(["bash", ROOT / "scripts" / "generate.sh", tmp_path / "data", tmp_path / "checkpoint_last.pt",
+                      tmp_path / "out", *flags], env=env)
+        assert result.returncode == 2, result.stderr[-2000:]
+        arg = next(str(flag) for flag in flags if str(flag).startswith("--") and str(flag) != "--beam")
+        assert result.stderr.strip() == f"generate.sh: error: {arg}: {why}, not as a fairseq-generate flag"
+    assert fake_calls(calls) == [] and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 def test_offline_download_fails_with_the_url(tmp_path, recipe):
     offline = tmp_path / "offline-bin"
