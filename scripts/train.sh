@@ -43,7 +43,12 @@ shift 3
 
 OVERRIDES=() FLAGS=()
 for arg in "$@"; do
-    if [[ $arg =~ ^\+{0,2}[a-z_]+\.[A-Za-z_.]+= ]]; then OVERRIDES+=("$arg"); else FLAGS+=("$arg"); fi
+    # GROUP.KEY=VALUE: a key part may hold digits after its first character (common.fp16, common.bf16)
+    if [[ $arg =~ ^\+{0,2}[a-z_][a-z0-9_]*\.[A-Za-z_][A-Za-z0-9_.]*= ]]; then
+        OVERRIDES+=("$arg")
+    else
+        FLAGS+=("$arg")
+    fi
 done
 # DATA-BIN, SAVE-DIR and the plugin are given by the script, and every check, the log and the patience
 # count are of them: a later override (or flag) would win in fairseq and train elsewhere, unchecked.

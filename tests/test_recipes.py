@@ -212,6 +212,23 @@ def test_train_sh_refuses_options_that_would_replace_its_own(tmp_path, hydra):
     assert fake_calls(calls) == [] and not save_dir.exists() and not other.exists()
 
 
+def test_train_sh_takes_keys_with_digits_as_overrides(tmp_path):
+    # common.fp16=true did not match the override pattern (no digits): fairseq-train was given it as a
+    # positional word, and --hydra refused it ("give GROUP.KEY=VALUE, not common.fp16=true")
+    env, calls = fake_fairseq(tmp_path)
+    train = ["bash", ROOT / "scripts" / "train.sh"]
+    result = run([*train, "quickstart_tree_transformer", tmp_path / "data", tmp_path / "ck", "common.bf16=true",
+                  "common.fp16=false", "--cpu"], env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    result = run([*train, "--hydra", "quickstart_tree_transformer", tmp_path / "data", tmp_path / "ck2",
+                  "common.fp16=true"], env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (plain, hydra) = fake_calls(calls)
+    assert plain[0] == "fairseq-train" and "--bf16" in plain and "--fp16" not in plain and "--cpu" in plain
+    assert not [word for word in plain if word.startswith("common.")]
+    assert hydra[0] == "fairseq-hydra-train" and hydra[-1] == "common.fp16=true"
+
+
 def test_generate_sh_refuses_a_split_or_output_folder_given_to_fairseq_generate(tmp_path):
     # --gen-subset valid (or --results-path DIR) after OUT-DIR won in fairseq-generate, and the script
     # then scored the stale OUT-DIR/generate-test.txt and exited 0
