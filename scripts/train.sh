@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Train with a config of configs/ on a data-bin; the log goes to SAVE-DIR/train.log.
+# Train with a config of configs/ on a data-bin; the log goes to SAVE-DIR/train.log. One run at a
+# time on a SAVE-DIR: a second is refused while the first holds SAVE-DIR/train.lock.
 #
 #   scripts/train.sh [--hydra] CONFIG DATA-BIN SAVE-DIR [GROUP.KEY=VALUE ...] [--fairseq-flag ...]
 #
@@ -64,6 +65,15 @@ done
 USER_DIR=$ROOT/tree_fairseq
 mkdir -p "$SAVE_DIR"
 LOG=$SAVE_DIR/train.log
+# One run at a time on SAVE-DIR: two would write the same checkpoints and interleave train.log. The
+# lock is on a file opened for the script's life (and its programs'), so the kernel releases it
+# however the run ends, a kill included.
+exec {LOCK_FD}>>"$SAVE_DIR/train.lock"
+flock -n "$LOCK_FD" || {
+    echo "train.sh: error: SAVE-DIR $SAVE_DIR is being trained by another run (it holds $SAVE_DIR/train.lock):" \
+        "wait for it to end, or give another SAVE-DIR" >&2
+    exit 2
+}
 
 if [[ -n $HYDRA ]]; then
     ((${#FLAGS[@]} == 0)) || { echo "train.sh: error: with --hydra give GROUP.KEY=VALUE, not ${FLAGS[*]}" >&2; exit 2; }

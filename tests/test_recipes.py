@@ -229,6 +229,36 @@ def test_train_sh_takes_keys_with_digits_as_overrides(tmp_path):
     assert hydra[0] == "fairseq-hydra-train" and hydra[-1] == "common.fp16=true"
 
 
+def test_train_sh_refuses_a_second_run_on_its_save_dir_until_the_first_ends(tmp_path):
+    # two runs at once on one SAVE-DIR: one died in a FileNotFoundError traceback, train.log mixed both
+    import signal
+    import time
+
+    env, calls = fake_fairseq(tmp_path)
+    save_dir = tmp_path / "ck"
+    command = [str(c) for c in ["bash", ROOT / "scripts" / "train.sh", "quickstart_tree_transformer", tmp_path / "data",
+                                save_dir, "--cpu"]]
+    first = subprocess.Popen(command, env={**os.environ, **env, "FAKE_SLEEP": "120"}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not fake_calls(calls):  # the first run trains (and holds the lock)
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        second = run(command, env=env)
+        assert second.returncode == 2
+        assert second.stderr.strip() == (
+            f"train.sh: error: SAVE-DIR {save_dir} is being trained by another run (it holds {save_dir / 'train.lock'}): "
+            "wait for it to end, or give another SAVE-DIR")
+        assert len(fake_calls(calls)) == 1 and (save_dir / "train.log").read_text().count("$ fairseq-train") == 1
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # killed: the lock goes with it
+        first.wait()
+    third = run(command, env=env)
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert len(fake_calls(calls)) == 2
+
+
 def test_generate_sh_refuses_a_split_or_output_folder_given_to_fairseq_generate(tmp_path):
     # --gen-subset valid (or --results-path DIR) after OUT-DIR won in fairseq-generate, and the script
     # then scored the stale OUT-DIR/generate-test.txt and exited 0
