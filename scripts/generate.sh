@@ -61,6 +61,7 @@ for arg in "$@"; do
     exit 2
 done
 [[ -d $DATA ]] || { echo "generate.sh: error: no data-bin $DATA" >&2; exit 2; }
+check_data_bin generate.sh "$DATA"
 [[ -f $CHECKPOINT ]] || { echo "generate.sh: error: no checkpoint $CHECKPOINT" >&2; exit 2; }
 USER_DIR=$ROOT/tree_fairseq
 
@@ -81,7 +82,12 @@ except (ValueError, OSError) as error:
     sys.exit()
 task = state["cfg"]["task"] if state.get("cfg") else vars(state["args"])
 tgt = task.get("target_lang") or data_utils.infer_language_pair(sys.argv[2].split(":")[0])[1]
-with open(os.path.join(sys.argv[2].split(":")[0], f"dict.{tgt}.txt"), encoding="utf-8") as f:
+dictionary = os.path.join(sys.argv[2].split(":")[0], f"dict.{tgt}.txt")
+if not os.path.isfile(dictionary):  # a data-bin of another language pair than the checkpoint's
+    print(f"error: {sys.argv[2]} has no dict.{tgt}.txt: {sys.argv[1]} translates into {tgt}; give a data-bin of its "
+          "language pair")
+    sys.exit()
+with open(dictionary, encoding="utf-8") as f:
     bpe = "sentencepiece" if any(line.startswith("\u2581") for line in f) else "subword_nmt"
 print(task.get("_name") or task.get("task"), tgt, bpe)
 PY

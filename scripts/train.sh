@@ -41,6 +41,7 @@ shift 3
 [[ $CONFIG == *.yaml ]] || CONFIG=$ROOT/configs/$CONFIG.yaml
 [[ -f $CONFIG ]] || { echo "train.sh: error: no config $CONFIG (see configs/)" >&2; exit 2; }
 [[ -d $DATA ]] || { echo "train.sh: error: no data-bin $DATA" >&2; exit 2; }
+check_data_bin train.sh "$DATA"
 
 OVERRIDES=() FLAGS=()
 for arg in "$@"; do

@@ -640,6 +640,18 @@ def test_generate_sh_names_a_checkpoint_cut_short_and_another_of_its_run(tiny_da
 
 
 @pytest.mark.slow
+def test_generate_sh_names_a_data_bin_of_another_language_pair_not_the_checkpoint(tiny_databin, checkpoint, tmp_path):
+    # the helper's error on a data-bin without the checkpoint's target dictionary was swallowed, and
+    # generate.sh said "cannot read the task from CHECKPOINT" of a good checkpoint
+    other = shutil.copytree(tiny_databin, tmp_path / "de-fr")
+    (other / "dict.en.txt").rename(other / "dict.fr.txt")
+    result = run_script("generate.sh", other, checkpoint, tmp_path / "out")
+    assert result.returncode == 1
+    assert result.stderr.strip() == (f"generate.sh: error: {other} has no dict.en.txt: {checkpoint} translates into "
+                                     "en; give a data-bin of its language pair")
+
+
+@pytest.mark.slow
 def test_train_sh_names_both_models_when_save_dir_holds_another(tiny_databin, save_dir):
     shutil.copyfile(save_dir / "checkpoint_best.pt", save_dir / "checkpoint_last.pt")
     result = run_script("train.sh", "iwslt_lowres_transformer", tiny_databin, save_dir)

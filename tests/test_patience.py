@@ -175,6 +175,8 @@ def resume(tmp_path: Path, log: list[tuple[int, float]], losses: str, *extra: st
     bin_dir, save_dir, data = tmp_path / "bin", tmp_path / "ck", data or tmp_path / "data"
     for folder in (bin_dir, save_dir, data):
         folder.mkdir(parents=True, exist_ok=True)
+    for lang in ("de", "en"):  # a data-bin of a language pair, as train.sh checks
+        (data / f"dict.{lang}.txt").write_text("a 1\n")
     fake = bin_dir / "fairseq-train"
     fake.write_text(FAKE_FAIRSEQ_TRAIN.format(python=sys.executable, valid_line=VALID_LINE))
     fake.chmod(stat.S_IRWXU)

@@ -248,8 +248,8 @@ def test_train_sh_refuses_a_second_run_on_its_save_dir_until_the_first_ends(tmp_
         second = run(command, env=env)
         assert second.returncode == 2
         assert second.stderr.strip() == (
-            f"train.sh: error: SAVE-DIR {save_dir} is being trained by another run (it holds {save_dir / 'train.lock'}): "
-            "wait for it to end, or give another SAVE-DIR")
+            f"train.sh: error: SAVE-DIR {save_dir} is being trained by another run (it holds "
+            f"{save_dir / 'train.lock'}): wait for it to end, or give another SAVE-DIR")
         assert len(fake_calls(calls)) == 1 and (save_dir / "train.log").read_text().count("$ fairseq-train") == 1
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # killed: the lock goes with it
@@ -257,6 +257,31 @@ def test_train_sh_refuses_a_second_run_on_its_save_dir_until_the_first_ends(tmp_
     third = run(command, env=env)
     assert third.returncode == 0, third.stderr[-2000:]
     assert len(fake_calls(calls)) == 2
+
+
+def test_scripts_refuse_a_folder_that_is_no_data_bin_of_a_language_pair(tmp_path):
+    # the recipe's data-bin/ instead of data-bin/de-en: train.sh died in fairseq's "Could not infer
+    # language pair" traceback, generate.sh blamed a good checkpoint ("cannot read the task from ...")
+    env, calls = fake_fairseq(tmp_path)
+    parent = tmp_path / "data-bin"
+    parent.mkdir()
+    shutil.move(tmp_path / "data", parent / "de-en")
+    (parent / "dict.de.nodes.txt").write_text("NP 1\n")  # a tree stream's dictionary is not a pair's
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"")
+    message = (f"error: {parent} is no data-bin of a language pair (it holds no dict.SRC.txt and dict.TGT.txt); "
+               f"give the one inside it, {parent / 'de-en'}")
+    train = ["bash", ROOT / "scripts" / "train.sh", "quickstart_tree_transformer"]
+    result = run([*train, parent, tmp_path / "ck"], env=env)
+    assert result.returncode == 2 and result.stderr.strip() == f"train.sh: {message}"
+    result = run(["bash", ROOT / "scripts" / "generate.sh", parent, tmp_path / "checkpoint_last.pt", tmp_path / "out"],
+                 env=env)
+    assert result.returncode == 2 and result.stderr.strip() == f"generate.sh: {message}"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run([*train, empty, tmp_path / "ck"], env=env)
+    assert result.returncode == 2 and result.stderr.strip() == (
+        f"train.sh: error: {empty} is no data-bin of a language pair (it holds no dict.SRC.txt and dict.TGT.txt)")
+    assert fake_calls(calls) == [] and not (tmp_path / "ck").exists() and not (tmp_path / "out").exists()
 
 
 def test_generate_sh_refuses_a_split_or_output_folder_given_to_fairseq_generate(tmp_path):
