@@ -19,7 +19,9 @@
 # detokenizer's language (default: the data-bin's target language). Every sentence of the split
 # must have been translated: when fairseq-generate skipped some (e.g. --skip-invalid-size-inputs-valid-test
 # with --max-source-positions), scoring stops naming how many and which, with a non-zero exit;
-# --allow-subset scores them anyway, every score line marked [SUBSET scored/total].
+# --allow-subset scores them anyway, every score line marked [SUBSET scored/total]. A data-bin whose
+# token dictionaries differ from those the checkpoint's run recorded (train.sh's dictionaries.json beside it)
+# is refused.
 #
 #   scripts/generate.sh iwslt14.de-en/data-bin/de-en checkpoints/tree-de-en/checkpoint_best.pt out/tree-de-en
 #   scripts/generate.sh --metrics "sacrebleu tokbleu compound" wmt14.en-de/data-bin/en-de \
@@ -63,6 +65,10 @@ done
 [[ -d $DATA ]] || { echo "generate.sh: error: no data-bin $DATA" >&2; exit 2; }
 check_data_bin generate.sh "$DATA"
 [[ -f $CHECKPOINT ]] || { echo "generate.sh: error: no checkpoint $CHECKPOINT" >&2; exit 2; }
+# A checkpoint whose folder records its run's token dictionaries (train.sh's SAVE-DIR/dictionaries.json):
+# a data-bin with others would give every embedding another word.
+"$PYTHON" "$ROOT/tree_fairseq/cli/dictionary_record.py" check "$(dirname "$CHECKPOINT")" "$DATA" "$CHECKPOINT" ||
+    exit 2
 USER_DIR=$ROOT/tree_fairseq
 
 # The task the checkpoint was trained with, the data-bin's target language (for detokenising) and

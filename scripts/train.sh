@@ -21,7 +21,9 @@
 # is of another model, or is mid-epoch while the command builds other batches (another
 # --max-tokens, --seed, ...: fairseq would skip or repeat sentences of that epoch), and a train.log
 # of another run (another data-bin, task, architecture or language pair on its last "$ " command
-# line), are refused in one line that says what to do (tree_fairseq/cli/resume_check.py).
+# line), and a data-bin whose token dictionaries differ from those the run started with (recorded in
+# SAVE-DIR/dictionaries.json; a SAVE-DIR without it gets it at the resume), are refused in one line
+# that says what to do (tree_fairseq/cli/resume_check.py, tree_fairseq/cli/dictionary_record.py).
 #
 #   scripts/train.sh iwslt_tree_transformer iwslt14.de-en/data-bin/de-en checkpoints/tree-de-en
 set -euo pipefail
@@ -97,6 +99,10 @@ if [[ -f $SAVE_DIR/checkpoint_last.pt ]]; then
         train_command=(fairseq-train "${CONFIG_FLAGS[@]}")
     fi
     "$PYTHON" "$ROOT/tree_fairseq/cli/resume_check.py" "$SAVE_DIR" "${train_command[@]}" || exit 2
+    # the token dictionaries the run trained with (SAVE-DIR/dictionaries.json; recorded now where missing)
+    "$PYTHON" "$ROOT/tree_fairseq/cli/dictionary_record.py" resume "$SAVE_DIR" "$DATA" || exit 2
+else
+    "$PYTHON" "$ROOT/tree_fairseq/cli/dictionary_record.py" start "$SAVE_DIR" "$DATA" || exit 2
 fi
 if [[ -z $HYDRA && -f $SAVE_DIR/checkpoint_last.pt ]]; then
     # A resume: fairseq would count its patience from scratch; count over the whole log instead

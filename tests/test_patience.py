@@ -171,12 +171,13 @@ print("done training")
 
 
 def resume(tmp_path: Path, log: list[tuple[int, float]], losses: str, *extra: str, last: int | None = None,
-           before: str = "", data: Path | None = None, checkpoint: dict | None = None):
+           before: str = "", data: Path | None = None, checkpoint: dict | None = None,
+           dictionaries: dict[str, str] | None = None):
     bin_dir, save_dir, data = tmp_path / "bin", tmp_path / "ck", data or tmp_path / "data"
     for folder in (bin_dir, save_dir, data):
         folder.mkdir(parents=True, exist_ok=True)
     for lang in ("de", "en"):  # a data-bin of a language pair, as train.sh checks
-        (data / f"dict.{lang}.txt").write_text("a 1\n")
+        (data / f"dict.{lang}.txt").write_text((dictionaries or {}).get(lang, "a 1\n"))
     fake = bin_dir / "fairseq-train"
     fake.write_text(FAKE_FAIRSEQ_TRAIN.format(python=sys.executable, valid_line=VALID_LINE))
     fake.chmod(stat.S_IRWXU)
@@ -229,6 +230,37 @@ def test_train_sh_refuses_the_log_of_another_run(tmp_path):
                                      "--arch tree_transformer\n")
     assert result.returncode == 0, result.stderr[-2000:]
     assert calls
+
+
+def test_train_sh_resume_refuses_a_data_bin_whose_dictionaries_changed(tmp_path):
+    """A data-bin re-made at the same path from other text was resumed: with dictionaries of the same
+    size every embedding silently meant another word, of another size fairseq died in two tracebacks.
+    A SAVE-DIR made before the record was kept (a run in progress) resumes, and gets it."""
+    import hashlib
+    import json
+
+    save_dir, data = tmp_path / "ck", tmp_path / "data"
+    result, calls, _ = resume(tmp_path, [(1, 5.0), (2, 4.0)], "3:3.9,4:3.8", last=3)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert calls == [5]
+    assert json.loads((save_dir / "dictionaries.json").read_text())["sha256"] == {
+        f"dict.{lang}.txt": hashlib.sha256(b"a 1\n").hexdigest() for lang in ("de", "en")}
+    record = save_dir / "dictionaries.json"
+    for other in ("b 1\n", "a 1\nb 1\n"):  # the same size, another size
+        result, calls, _ = resume(tmp_path, [(1, 5.0), (2, 4.0), (3, 3.9)], "4:3.8", dictionaries={"en": other})
+        assert result.returncode == 2 and calls == [5]
+        assert result.stderr.strip().splitlines()[-1] == (
+            f"train.sh: error: {data / 'dict.en.txt'} is not the dictionary {save_dir}'s checkpoints were trained "
+            f"with ({record} records another): every embedding would mean another word. Resume on the data-bin the "
+            "run trained on, or choose another SAVE-DIR to train afresh")
+    (data / "dict.de.txt").unlink()
+    (data / "dict.fr.txt").write_text("a 1\n")
+    from tree_fairseq.cli.dictionary_record import changed
+
+    assert changed(str(save_dir), str(data)) == "dict.de.txt"
+    # the same dictionaries: resumed
+    result, calls, _ = resume(tmp_path, [(1, 5.0), (2, 4.0), (3, 3.9)], "4:3.8")
+    assert result.returncode == 0 and calls == [5, 6], result.stderr[-2000:]
 
 
 def saved_run(epoch: int, batches: int, updates: int, max_tokens: int = 4096, seed: int = 1) -> dict:

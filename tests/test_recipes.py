@@ -284,6 +284,31 @@ def test_scripts_refuse_a_folder_that_is_no_data_bin_of_a_language_pair(tmp_path
     assert fake_calls(calls) == [] and not (tmp_path / "ck").exists() and not (tmp_path / "out").exists()
 
 
+def test_train_sh_records_the_dictionaries_and_generate_sh_refuses_others(tmp_path):
+    # generate.sh translated with a checkpoint on a data-bin whose dictionaries had changed since its run
+    env, calls = fake_fairseq(tmp_path)
+    save_dir, data = tmp_path / "ck", tmp_path / "data"
+    result = run(["bash", ROOT / "scripts" / "train.sh", "quickstart_tree_transformer", data, save_dir], env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    record = json.loads((save_dir / "dictionaries.json").read_text())
+    assert sorted(record["sha256"]) == ["dict.de.txt", "dict.en.txt"] and record["data"] == str(data)
+    (save_dir / "checkpoint_best.pt").write_bytes(b"")
+    (data / "dict.de.txt").write_text("b 1\n")
+    result = run(["bash", ROOT / "scripts" / "generate.sh", data, save_dir / "checkpoint_best.pt", tmp_path / "out"],
+                 env=env)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"generate.sh: error: {data / 'dict.de.txt'} is not the dictionary {save_dir / 'checkpoint_best.pt'} was "
+        f"trained with ({save_dir / 'dictionaries.json'} records another): translate a data-bin made with the "
+        "dictionaries of its run")
+    # a checkpoint without the record beside it: not this check's to say
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "checkpoint_best.pt").write_bytes(b"")
+    result = run(["bash", ROOT / "scripts" / "generate.sh", data, tmp_path / "elsewhere" / "checkpoint_best.pt",
+                  tmp_path / "out"], env=env)
+    assert "is not the dictionary" not in result.stderr and "checkpoint_best.pt is truncated" in result.stderr
+
+
 def test_generate_sh_refuses_a_split_or_output_folder_given_to_fairseq_generate(tmp_path):
     # --gen-subset valid (or --results-path DIR) after OUT-DIR won in fairseq-generate, and the script
     # then scored the stale OUT-DIR/generate-test.txt and exited 0
