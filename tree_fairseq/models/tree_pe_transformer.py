@@ -265,12 +265,11 @@ class TreeDecoder(TransformerDecoderBase):
 
 
 def require_tree_outputs(arch: str, task, tasks: str) -> None:
-    """ValueError unless ``task`` generates trees (:class:`~tree_fairseq.tasks.tree_generation.TreeOutputs`,
-    whose target dictionary holds ``LABEL(k)`` symbols): a tree decoder under another task reads text targets
-    as trees of leaves alone, and is searched without the constraint that keeps its outputs whole trees."""
-    from tree_fairseq.tasks.tree_generation import TreeOutputs
-
-    if not isinstance(task, TreeOutputs):
+    """ValueError unless ``task`` generates trees (``generates_trees``, as the tree tasks'
+    :class:`~tree_fairseq.tasks.tree_generation.TreeOutputs` says, whose target dictionary holds
+    ``LABEL(k)`` symbols): a tree decoder under another task reads text targets as trees of leaves
+    alone, and is searched without the constraint that keeps its outputs whole trees."""
+    if not getattr(task, "generates_trees", False):
         raise ValueError(f"--arch {arch} decodes linearised trees: use --task {tasks}, not "
                          f"{type(task).__name__}")
 

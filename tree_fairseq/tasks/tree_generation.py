@@ -106,6 +106,9 @@ class TreeOutputs:
     ``LABEL(k)`` symbol (text, not linearised trees) is refused: every symbol would be a leaf, a
     whole tree, and each sentence would be decoded as one token."""
 
+    # What a tree decoder's model asks of its task (the models cannot import the tasks above them).
+    generates_trees = True
+
     def __init__(self, cfg, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
         if not bool((symbol_arities(tgt_dict) > 0).any()):
