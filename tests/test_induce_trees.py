@@ -228,6 +228,26 @@ def test_masked_lm_batches_are_single_sentences(mono_databin, tiny_corpus):
     assert (src_tokens[torch.arange(len(lengths)), lengths - 1] != dictionary.eos()).any()
 
 
+def test_fairseq_masked_lm_options_the_model_cannot_take_are_refused(mono_databin):
+    """fairseq's own --task masked_lm (inputs the model does not take: TypeError 'src_id') and
+    --mask-whole-words (fairseq's code reads the task's missing ``args``: AttributeError) were
+    tracebacks; each is refused in one line naming the option."""
+    def setup(*flags):
+        args = options.parse_args_and_arch(options.get_training_parser(), [
+            str(mono_databin), "--user-dir", USER_DIR, "--arch", "constituent_encoder_lm_tiny",
+            "--criterion", "masked_lm", "--cpu", *flags])
+        return args, tasks.setup_task(args)
+
+    with pytest.raises(ValueError, match=r"^--mask-whole-words: --task constituent_masked_lm masks single tokens"):
+        setup("--task", "constituent_masked_lm", "--mask-whole-words")
+    args, task = setup("--task", "masked_lm")
+    with pytest.raises(ValueError, match=r"^--arch constituent_encoder_lm_tiny is trained with --task "
+                                         r"constituent_masked_lm, not MaskedLMTask$"):
+        task.build_model(args)
+    args, task = setup("--task", "constituent_masked_lm")
+    assert task.build_model(args) is not None
+
+
 def test_masked_lm_trains_and_parses(mono_databin, tiny_corpus, tmp_path):
     train = subprocess.run([
         sys.executable, "-m", "fairseq_cli.train", str(mono_databin), "--user-dir", USER_DIR,

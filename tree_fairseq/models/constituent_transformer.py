@@ -208,6 +208,10 @@ class ConstituentEncoderLM(FairseqEncoderModel):
 
     @classmethod
     def build_model(cls, args, task):
+        if not getattr(task, "trains_constituent_lm", False):
+            # fairseq's masked_lm task passes inputs this model does not take (src_id, ...)
+            raise ValueError(f"--arch {getattr(args, 'arch', None) or 'constituent_encoder_lm'} is trained with "
+                             f"--task constituent_masked_lm, not {type(task).__name__}")
         constituent_encoder_lm(args)
         cfg = ConstituentTransformerConfig.from_namespace(args)
         refuse_out_of_range(cfg)

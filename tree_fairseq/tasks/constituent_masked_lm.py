@@ -57,6 +57,16 @@ class ConstituentMaskedLMTask(ResumedBatches, MaskedLMTask):
     already orders its sentences with the seed alone)."""
 
     cfg: ConstituentMaskedLMConfig
+    # What ``constituent_encoder_lm`` asks of its task (the models cannot import the tasks above them).
+    trains_constituent_lm = True
+
+    def __init__(self, cfg: ConstituentMaskedLMConfig, dictionary):
+        if cfg.mask_whole_words:
+            # fairseq's whole-word masking reads the task's ``args`` (its --bpe), which a task built
+            # from its dataclass does not have: it would fail with an AttributeError at the first load.
+            raise ValueError("--mask-whole-words: --task constituent_masked_lm masks single tokens (the paper's "
+                             "masking); leave the option out")
+        super().__init__(cfg, dictionary)
 
     def _load_dataset_split(self, split, epoch, combine):
         """In ``eos`` mode, one sample per line of the data-bin, ``w_1 … w_k </s>`` as it is stored
