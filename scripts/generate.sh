@@ -79,6 +79,7 @@ import os
 import sys
 from tree_fairseq.compat.checkpoints import load_checkpoint, newest_readable_checkpoint
 from fairseq.data import data_utils
+from tree_fairseq.trees.subwords import dictionary_subword_format
 try:
     state = load_checkpoint(sys.argv[1], mmap=True, verify=True)
 except (ValueError, OSError) as error:
@@ -94,7 +95,7 @@ if not os.path.isfile(dictionary):  # a data-bin of another language pair than t
           "language pair")
     sys.exit()
 with open(dictionary, encoding="utf-8") as f:
-    bpe = "sentencepiece" if any(line.startswith("\u2581") for line in f) else "subword_nmt"
+    bpe = dictionary_subword_format([line.split(" ", 1)[0] for line in f])
 print(task.get("_name") or task.get("task"), tgt, bpe)
 PY
 ) || true
