@@ -63,11 +63,11 @@ import shutil
 import subprocess
 import sys
 
-from tree_fairseq.cli.files import write_json, write_lines
+from tree_fairseq.cli.files import read_lines, write_json, write_lines
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.cli.score import (
     Reference, check_coverage, check_identified, check_raw_reference, check_split, coverage, detokenize, language_pair,
-    read_generate_ids, read_generate_output, read_lines, reference_for, split_sources, stored_reference,
+    read_generate_ids, read_generate_output, reference_for, split_sources, stored_reference,
 )
 from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.trees.subwords import subword_marks
@@ -239,6 +239,7 @@ def _reference(args, systems: dict) -> tuple[list[str], str]:
         raise ValueError("--data-bin: the data-bin that was translated, to check that every output is of its split")
     sources = split_sources(args.data_bin, args.subset)
     what = f"{args.data_bin} {args.subset}"
+    given = Reference(read_lines(args.ref), None, args.ref) if args.ref else None  # read once: it may be a pipe
     reference, first = None, None
     for name, path in systems.items():
         if path is None:
@@ -251,7 +252,7 @@ def _reference(args, systems: dict) -> tuple[list[str], str]:
             # the T- lines only check the raw reference (those holding <unk> left out)
             found = Reference(t_lines, None, f"the T- lines of {path}")
         else:
-            found = reference_for(path, ids, t_lines, args.data_bin, args.subset, args.ref)
+            found = reference_for(path, ids, t_lines, args.data_bin, args.subset, given)
         check_identified(path, found, what)
         if reference is None:
             reference, first = found, path

@@ -283,6 +283,41 @@ def test_a_ref_of_another_length_than_the_split_is_refused(generate_output, tiny
     assert f"hypotheses for 38 of the 40 sentences of --ref {reference}: 2 missing (ids 38, 39)" in message
 
 
+def test_a_ref_given_as_a_pipe_is_read_once(generate_output, tiny_corpus, tiny_databin, tmp_path):
+    """--ref was read twice (its line count, then its lines): a pipe (a shell's ``<(...)``) gave
+    nothing the second time, and the output was refused as translating sentences --ref lacks."""
+    path, _, _, _ = generate_output
+    reference = tiny_corpus / "test.en"
+    scores = {}
+    for name, given in (("file", str(reference)), ("pipe", f"<(cat {reference})")):
+        out = tmp_path / f"{name}.json"
+        result = subprocess.run(["bash", "-c", f"{BIN / 'tree-fairseq-score'} --generate-output {path} --data-bin "
+                                 f"{tiny_databin} --ref {given} --metrics tokbleu --json {out}"],
+                                capture_output=True, text=True, env=subprocess_env())
+        assert result.returncode == 0, result.stderr
+        scores[name] = json.loads(out.read_text())
+    assert scores["pipe"]["tokbleu"] == scores["file"]["tokbleu"]
+    assert scores["pipe"]["sentences"]["scored"] == 40
+
+
+def test_a_carriage_return_inside_a_ref_line_is_refused_naming_the_line(generate_output, tiny_corpus,
+                                                                         tmp_path):
+    """Read in text mode, a lone carriage return split one --ref line in two: without --data-bin
+    every later sentence met the reference of the one before. A CRLF line ending is no such
+    return (the line reads as without it)."""
+    path, _, _, _ = generate_output
+    lines = lines_of(tiny_corpus / "test.en")
+    split = tmp_path / "split.en"
+    split.write_bytes("".join(line.replace(" ", " \r", 1) + "\n" if i == 3 else line + "\n"
+                              for i, line in enumerate(lines)).encode())
+    message = refusal("--generate-output", path, "--ref", split)
+    assert message == (f"tree-fairseq-score: error: {split} line 4 holds a carriage return inside the line: one test "
+                       "sentence per line, ended by a newline")
+    crlf = tmp_path / "crlf.en"
+    crlf.write_bytes("".join(line + "\r\n" for line in lines).encode())
+    assert score.read_lines(str(crlf)) == lines
+
+
 def test_a_stored_text_that_is_not_the_t_lines_is_refused_naming_the_sentence(generate_output, tiny_databin,
                                                                               tmp_path):
     path, _, _, with_unk = generate_output

@@ -59,7 +59,7 @@ import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from tree_fairseq.cli.files import check_output, replacing, same_file, write_json
+from tree_fairseq.cli.files import check_output, read_lines, replacing, same_file, write_json
 from tree_fairseq.trees.subwords import subword_marks
 
 METRICS = ("BLEU", "chrF")
@@ -161,28 +161,6 @@ def check_design(systems: list[tuple[str, list[str]]], pairs: list[tuple[str, st
                 same = "is given twice" if (a, b) == (c, d) else f"is {c}:{d} reversed"
                 raise ValueError(f"--pair {a}:{b} {same}: Holm would correct over a pair counted twice; "
                                  "give each pair once")
-
-
-def read_lines(path: str) -> list[str]:
-    """The lines of a file (split at newlines only), trailing whitespace stripped as sacreBLEU's
-    command line strips it. Bytes that are not UTF-8 and a carriage return inside a line (which
-    would split it in two where ``wc -l`` counts one) are refused, naming the line."""
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ValueError(f"{path} line {line}: bytes that are not UTF-8 ({data[error.start:error.end]!r}): "
-                         "publish UTF-8 text") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for number, line in enumerate(lines, 1):
-        if "\r" in line.rstrip("\r"):
-            raise ValueError(f"{path} line {number} holds a carriage return inside the line: one test sentence "
-                             "per line, ended by a newline")
-    return [line.rstrip() for line in lines]
 
 
 def check_detokenised(path: str, lines: list[str], advice: str = DETOKENISE) -> None:

@@ -69,6 +69,28 @@ def write_text(path, text: str, locked: bool = False) -> None:
             out.write(text)
 
 
+def read_lines(path: str) -> list[str]:
+    """The lines of a file (split at newlines only), trailing whitespace stripped as sacreBLEU's
+    command line strips it. Bytes that are not UTF-8 and a carriage return inside a line (which
+    would split it in two where ``wc -l`` counts one) are refused, naming the line."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"{path} line {line}: bytes that are not UTF-8 ({data[error.start:error.end]!r}): "
+                         "give UTF-8 text") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, 1):
+        if "\r" in line.rstrip("\r"):
+            raise ValueError(f"{path} line {number} holds a carriage return inside the line: one test sentence "
+                             "per line, ended by a newline")
+    return [line.rstrip() for line in lines]
+
+
 def write_lines(path, lines, locked: bool = False) -> None:
     """One line of ``lines`` a line of ``path`` (each ended by a newline), whole or not at all."""
     write_text(path, "".join(line + "\n" for line in lines), locked)

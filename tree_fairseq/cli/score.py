@@ -63,7 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tree_fairseq.cli.files import check_output, same_file, write_json, write_lines
+from tree_fairseq.cli.files import check_output, read_lines, same_file, write_json, write_lines
 from tree_fairseq.trees.subwords import SUBWORD_MARKS, dictionary_subword_format, remove_subwords, spelling
 
 METRICS = ("sacrebleu", "tokbleu", "compound", "rouge")
@@ -243,16 +243,16 @@ def unk_reference(path: str, t_lines: list[str]) -> Reference:
 
 
 def reference_for(path: str, ids: list[int], t_lines: list[str], data_bin: str | None, subset: str,
-                  ref: str | None = None, allow_unk: bool = False) -> Reference:
+                  ref: Reference | None = None, allow_unk: bool = False) -> Reference:
     """The references of the sentences ``ids`` (sorted) of fairseq-generate's output ``path``, whose
-    ``T-`` lines are ``t_lines``: ``ref`` (a file, one line per sentence id) if given, else the
-    data-bin's stored reference, else the ``T-`` lines (refused when one holds ``<unk>``, unless
-    ``allow_unk``)."""
+    ``T-`` lines are ``t_lines``: ``ref`` (the lines of ``--ref``, one per sentence id, read once by
+    the caller: a pipe cannot be read twice) if given, else the data-bin's stored reference, else
+    the ``T-`` lines (refused when one holds ``<unk>``, unless ``allow_unk``)."""
     if ref:
-        lines = read_lines(ref)
-        if ids and ids[-1] >= len(lines):
-            raise ValueError(f"--ref {ref} has {len(lines)} lines, but {path} translates sentence {ids[-1]}")
-        found = Reference(lines, None, ref)
+        if ids and ids[-1] >= len(ref.tokenised):
+            raise ValueError(f"--ref {ref.source} has {len(ref.tokenised)} lines, but {path} translates sentence "
+                             f"{ids[-1]}")
+        found = ref
     else:
         found = stored_reference(data_bin, subset) if data_bin else None
         if found is None:
@@ -461,11 +461,6 @@ def read_generate_output(path: str) -> tuple[list[str], list[str]]:
     return [hyps[i] for i in order], [refs[i] for i in order]
 
 
-def read_lines(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
-
-
 def detokenize(lines: list[str], lang: str) -> list[str]:
     from sacremoses import MosesDetokenizer
 
@@ -579,15 +574,16 @@ def main(argv: list[str] | None = None) -> None:
                 sources = split_sources(args.data_bin, args.subset)
                 check_split(args.generate_output, ids, sources, f"{args.data_bin} {args.subset}")
                 size = len(sources)
-            if args.ref:
+            given = Reference(read_lines(args.ref), None, args.ref) if args.ref else None
+            if given:
                 # --ref holds one line per sentence of the split: with --data-bin as many as the
                 # split, without one it counts the split (an output of fewer sentences is a subset)
-                lines = len(read_lines(args.ref))
+                lines = len(given.tokenised)
                 if size is not None and lines != size:
                     raise ValueError(f"--ref {args.ref} has {lines} lines, but the {args.subset} split of "
                                      f"{args.data_bin} has {size} sentences: the reference of another test set")
                 size = lines
-            reference = reference_for(args.generate_output, ids, t_lines, args.data_bin, args.subset, args.ref,
+            reference = reference_for(args.generate_output, ids, t_lines, args.data_bin, args.subset, given,
                                       args.allow_unk_reference)
             if args.data_bin:
                 check_identified(args.generate_output, reference, f"{args.data_bin} {args.subset}")
