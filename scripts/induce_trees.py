@@ -9,8 +9,8 @@ go; ``punctuation-tags`` drops only the punctuation tags ``. , : `` '' -LRB- -RR
 script's earlier reading; ``none`` keeps every word). Their words, lowercased unless
 ``--keep-case``, are the sentences. In ``--workdir`` it writes ``settings.json`` (the options
 that make the training, from ``--trees`` to ``--seed``: a workdir of other ones is refused, naming
-the option and both values, as is a non-empty one without it; ``--updates`` and the parsing and
-scoring options may change), ``train.txt`` (one sentence per line), ``data-bin/``
+the option and both values, as is a non-empty one without it, and one another run holds,
+``WORKDIR.lock``; ``--updates`` and the parsing and scoring options may change), ``train.txt`` (one sentence per line), ``data-bin/``
 (fairseq-preprocess --only-source; words seen fewer than ``--min-count`` times become ``<unk>``)
 and ``checkpoints/``, then:
 
@@ -363,15 +363,17 @@ def main(argv=None) -> None:
         return
     gold, sentences = read_sentences(args)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    try:
-        claim_workdir(args)
-    except Refused as error:  # the workdir is another run's
-        sys.exit(f"induce_trees.py: error: {error}")
-    databin = prepare_data(args, sentences)
-    save_dir = args.workdir / "checkpoints"
-    train(args, databin, save_dir)
-    checkpoint = save_dir / "checkpoint_last.pt"
-    induced = induce(args, databin, checkpoint, sentences)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(output_lock(str(args.workdir), "--workdir"))
+            claim_workdir(args)
+        except ValueError as error:  # another run holds the workdir, or it is another run's
+            sys.exit(f"induce_trees.py: error: {error}")
+        databin = prepare_data(args, sentences)
+        save_dir = args.workdir / "checkpoints"
+        train(args, databin, save_dir)
+        checkpoint = save_dir / "checkpoint_last.pt"
+        induced = induce(args, databin, checkpoint, sentences)
 
     rng = random.Random(args.seed)
     rows = [

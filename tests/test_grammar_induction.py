@@ -611,6 +611,11 @@ def test_refuses_a_workdir_held_by_another_run_or_not_its_own(script, trees_file
     lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": "now", "command": "test"}))
     assert "is being written by another run" in in_process(script, *tiny(trees_file, busy))
     assert lock.exists() and not (busy / "settings.json").exists()
+    # the default mode too (it had no lock: two runs at once wrote one data-bin and one checkpoint)
+    said = in_process(script, "--trees", trees_file, "--workdir", busy, "--arch", "constituent_encoder_lm_tiny",
+                      "--cpu", "--sentences", "12", "--updates", "1")
+    assert "is being written by another run" in said
+    assert lock.exists() and not (busy / "settings.json").exists()
     lock.unlink()
     foreign = tmp_path / "foreign"
     foreign.mkdir()
