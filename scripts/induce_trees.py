@@ -121,6 +121,7 @@ from pathlib import Path
 
 import torch
 from fairseq import checkpoint_utils, distributed_utils, options
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq_cli import preprocess as fairseq_preprocess
 from fairseq_cli import train as fairseq_train
@@ -128,7 +129,7 @@ from fairseq_cli import train as fairseq_train
 import tree_fairseq
 from tree_fairseq.analysis import induction
 from tree_fairseq.analysis.induction import WORD_FILTERS
-from tree_fairseq.cli import files, patience
+from tree_fairseq.cli import argtypes, files, patience
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.compat.checkpoints import load_checkpoint, newest_readable_checkpoint
 from tree_fairseq.modules.constituent_attention import unsupervised_parse
@@ -164,7 +165,7 @@ def get_parser() -> argparse.ArgumentParser:
                         help="gold trees, one bracketed tree per line (default: %(default)s)")
     parser.add_argument("--workdir", type=Path, required=True,
                         help="where the text, data-bin and checkpoints go; rerun with the same one to resume")
-    parser.add_argument("--sentences", type=induction.positive, default=None,
+    parser.add_argument("--sentences", type=argtypes.positive_int, default=None,
                         help="use the first N trees only, N >= 1 (default: all)")
     parser.add_argument("--word-filter", choices=sorted(WORD_FILTERS), default="word-tags",
                         help="which words of the trees to keep: word-tags, PRPN / ON-LSTM's whitelist of 36 "
@@ -172,37 +173,37 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--keep-punctuation", dest="word_filter", action="store_const", const="none",
                         help="the same as --word-filter none")
     parser.add_argument("--keep-case", action="store_true", help="do not lowercase the words")
-    parser.add_argument("--min-count", type=int, default=2,
+    parser.add_argument("--min-count", type=argtypes.nonnegative_int, default=2,
                         help="words seen fewer times map to <unk> (default: %(default)s)")
     parser.add_argument("--arch", default="constituent_encoder_lm",
                         help="a constituent_encoder_lm architecture (default: %(default)s, the paper's)")
-    parser.add_argument("--updates", type=int, default=None,
+    parser.add_argument("--updates", type=argtypes.positive_int, default=None,
                         help="training updates in all (default: 1000; not with --until-converged)")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="tokens per batch (default: %(default)s)")
-    parser.add_argument("--lr", type=float, default=1e-4,
+    parser.add_argument("--max-tokens", type=argtypes.positive_int, default=4096, help="tokens per batch (default: %(default)s)")
+    parser.add_argument("--lr", type=argtypes.positive_float, default=1e-4,
                         help="Adam's learning rate, the peak one after warm-up (default: %(default)s, the paper's)")
     parser.add_argument("--adam-betas", default="(0.9, 0.98)",
                         help="Adam's betas (default: %(default)s, the paper's for parsing)")
     parser.add_argument("--lr-scheduler", choices=("fixed", "inverse_sqrt"), default="fixed",
                         help="fixed: constant after warm-up, as the paper states one rate; inverse_sqrt: "
                              "decays as 1/sqrt(update) after warm-up (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=0,
+    parser.add_argument("--warmup", type=argtypes.nonnegative_int, default=0,
                         help="linear warm-up updates (default: %(default)s; the paper states none)")
-    parser.add_argument("--weight-decay", type=float, default=0.0,
+    parser.add_argument("--weight-decay", type=argtypes.nonnegative_float, default=0.0,
                         help="Adam's decoupled weight decay (default: %(default)s; the paper states none)")
-    parser.add_argument("--clip-norm", type=float, default=0.0,
+    parser.add_argument("--clip-norm", type=argtypes.nonnegative_float, default=0.0,
                         help="clip gradients to this norm, 0 for none (default: %(default)s; the paper states none)")
-    parser.add_argument("--save-interval", type=int, default=None,
+    parser.add_argument("--save-interval", type=argtypes.positive_int, default=None,
                         help="save the checkpoint every N updates (default: 100; not with --until-converged, "
                              "which saves at every epoch's end)")
-    parser.add_argument("--seed", type=int, default=1,
+    parser.add_argument("--seed", type=argtypes.nonnegative_int, default=1,
                         help="seed of training and of the random-tree baseline (default: %(default)s)")
-    parser.add_argument("--min-layer", type=int, default=3,
+    parser.add_argument("--min-layer", type=argtypes.nonnegative_int, default=3,
                         help="Algorithm 1's minimum layer m, layers numbered from 0 (default: %(default)s, the "
                              "paper's best)")
-    parser.add_argument("--threshold", type=float, default=0.8,
+    parser.add_argument("--threshold", type=argtypes.probability, default=0.8,
                         help="Algorithm 1's threshold (default: %(default)s)")
-    parser.add_argument("--short", type=int, default=10,
+    parser.add_argument("--short", type=argtypes.positive_int, default=10,
                         help="also score the sentences of at most N words (default: %(default)s, WSJ-10)")
     parser.add_argument("--keep-trivial-spans", action="store_true",
                         help="also score the whole-sentence bracket (default: left out; not with --until-converged, "
@@ -220,13 +221,13 @@ def get_parser() -> argparse.ArgumentParser:
     converged.add_argument("--extra-text", type=Path, default=None,
                            help=f"the extra training text of --setting ptb+iwslt, one tokenised sentence a line "
                                 f"(default: {DEFAULT_EXTRA_TEXT})")
-    converged.add_argument("--valid-fraction", type=float, default=0.1,
+    converged.add_argument("--valid-fraction", type=argtypes.fraction, default=0.1,
                            help="share of the trees' sentences held out for validation (default: %(default)s)")
-    converged.add_argument("--valid-seed", type=int, default=1,
+    converged.add_argument("--valid-seed", type=argtypes.nonnegative_int, default=1,
                            help="seed of the held-out draw, the same for every --seed (default: %(default)s)")
-    converged.add_argument("--patience", type=int, default=5,
+    converged.add_argument("--patience", type=argtypes.positive_int, default=5,
                            help="stop after this many epochs without a lower validation loss (default: %(default)s)")
-    converged.add_argument("--max-epochs", type=int, default=200,
+    converged.add_argument("--max-epochs", type=argtypes.positive_int, default=200,
                            help="stop at this epoch whatever the validation loss (default: %(default)s)")
     return parser
 
@@ -304,8 +305,23 @@ def induce(args, databin: Path, checkpoint: Path, sentences: list[list[str]]) ->
     return task.induce_trees(model, sentences, min_layer=args.min_layer, threshold=args.threshold)
 
 
+def encoder_layers(parser: argparse.ArgumentParser, arch: str) -> int:
+    """The number of layers of ``arch``, refused unless it is a ``constituent_encoder_lm`` architecture."""
+    family = ARCH_MODEL_REGISTRY["constituent_encoder_lm"]
+    if ARCH_MODEL_REGISTRY.get(arch) is not family:
+        names = sorted(name for name, model in ARCH_MODEL_REGISTRY.items() if model is family)
+        parser.error(f"--arch {arch} is not a constituent_encoder_lm architecture: one of {', '.join(names)}")
+    defaults = argparse.Namespace()
+    ARCH_CONFIG_REGISTRY[arch](defaults)
+    return defaults.encoder_layers
+
+
 def check_options(parser: argparse.ArgumentParser, args) -> None:
     """Refuse options that do not go together; fill in the defaults of the mode."""
+    layers = encoder_layers(parser, args.arch)
+    if args.min_layer >= layers:  # refused now, not after the training (Algorithm 1 reads layers m and up)
+        parser.error(f"--min-layer {args.min_layer} is not one of the {layers} layers of --arch {args.arch} "
+                     "(numbered from 0)")
     if args.lr_scheduler == "inverse_sqrt" and args.warmup < 1:
         parser.error("--lr-scheduler inverse_sqrt needs --warmup >= 1 (fairseq's decay starts from the warm-up's end)")
     if not args.until_converged:
@@ -335,10 +351,6 @@ def check_options(parser: argparse.ArgumentParser, args) -> None:
             parser.error(f"--extra-text {args.extra_text}: no such file")
         if args.extra_text == args.trees.resolve():
             parser.error(f"--extra-text {args.extra_text} is the --trees file")
-    if not 0 < args.valid_fraction < 1:
-        parser.error(f"--valid-fraction must be between 0 and 1, not {args.valid_fraction}")
-    if args.patience < 1 or args.max_epochs < 1:
-        parser.error("--patience and --max-epochs must be >= 1")
     if not args.trees.is_file():
         parser.error(f"--trees {args.trees}: no such file")
     args.trees = args.trees.resolve()

@@ -46,6 +46,7 @@ import tempfile
 from pathlib import Path
 
 from tree_fairseq.analysis import induction
+from tree_fairseq.cli import argtypes
 from tree_fairseq.cli.files import current_umask
 from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.trees.evaluation import short_sentences
@@ -59,7 +60,7 @@ def get_parser() -> argparse.ArgumentParser:
     score.add_argument("--gold", type=Path, required=True, help="gold trees, one bracketed tree a line")
     score.add_argument("--word-filter", choices=sorted(induction.WORD_FILTERS), default="word-tags",
                        help="which words of the gold trees are kept (default: %(default)s, as induce_trees.py)")
-    score.add_argument("--short", type=induction.positive, default=10,
+    score.add_argument("--short", type=argtypes.positive_int, default=10,
                        help="also score sentences of <= N words, N >= 1 (default: %(default)s)")
     score.add_argument("--json", action="store_true", help="print JSON")
     score.add_argument("trees", type=Path, nargs="+", help="induced-tree files")

@@ -254,9 +254,10 @@ def script():
 @pytest.mark.parametrize("flags, message", [
     (["--updates", "5"], "--updates does not go with --until-converged"),
     (["--save-interval", "5"], "--save-interval does not go with --until-converged"),
-    (["--valid-fraction", "0"], "--valid-fraction must be between 0 and 1"),
-    (["--valid-fraction", "1.2"], "--valid-fraction must be between 0 and 1"),
-    (["--patience", "0"], "--patience and --max-epochs must be >= 1"),
+    (["--valid-fraction", "0"], "argument --valid-fraction: '0': a number between 0 and 1, both left out"),
+    (["--valid-fraction", "1.2"], "argument --valid-fraction: '1.2': a number between 0 and 1, both left out"),
+    (["--patience", "0"], "argument --patience: '0': a whole number, 1 or more"),
+    (["--max-epochs", "-1"], "argument --max-epochs: '-1': a whole number, 1 or more"),
     (["--extra-text", "x.txt"], "--extra-text goes with --setting ptb\\+iwslt"),
     (["--setting", "ptb+iwslt", "--extra-text", "nowhere.txt"], "--extra-text .*nowhere.txt: no such file"),
 ])
@@ -264,6 +265,49 @@ def test_converged_options_refused(script, trees_file, tmp_path, flags, message,
     with pytest.raises(SystemExit):
         script.main([str(flag) for flag in tiny(trees_file, tmp_path / "w", *flags)])
     assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("option, value, kind", [
+    ("--updates", "0", "a whole number, 1 or more"),  # fairseq's --max-update 0: no limit, a run without end
+    ("--save-interval", "0", "a whole number, 1 or more"),
+    ("--max-tokens", "0", "a whole number, 1 or more"),
+    ("--min-count", "-1", "a whole number, 0 or more"),
+    ("--warmup", "-5", "a whole number, 0 or more"),
+    ("--seed", "-1", "a whole number, 0 or more"),
+    ("--valid-seed", "x", "a whole number, 0 or more"),
+    ("--min-layer", "-1", "a whole number, 0 or more"),  # Algorithm 1 counted the layers from the top
+    ("--short", "0", "a whole number, 1 or more"),
+    ("--lr", "0", "a number above 0"),
+    ("--lr", "nan", "a number above 0"),
+    ("--weight-decay", "-0.1", "a number, 0 or more"),
+    ("--clip-norm", "-1", "a number, 0 or more"),
+    ("--threshold", "1.5", "a number from 0 to 1"),
+])
+def test_numbers_out_of_their_range_are_refused_on_the_command_line(script, option, value, kind, capsys):
+    """A count, rate or threshold out of its range was taken as given: --updates 0 trained without end
+    (fairseq reads --max-update 0 as no limit), --min-layer -1 counted layers from the top, a negative
+    --short scored no sentence. Each is refused by argparse, naming the option, the value and the range."""
+    with pytest.raises(SystemExit):
+        script.get_parser().parse_args(["--workdir", "w", option, value])
+    assert f"argument {option}: {value!r}: {kind}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode", [["--updates", "1"], ["--until-converged"]], ids=["updates", "until-converged"])
+def test_a_min_layer_beyond_the_model_or_another_arch_is_refused_before_training(script, trees_file, tmp_path, mode,
+                                                                                 capsys):
+    """The paper's m = 3 on a 2-layer model trained first and failed after, in a traceback; an --arch
+    of another model family wrote the data-bin and failed in fairseq. Both are refused before anything
+    is written."""
+    flags = ["--trees", trees_file, "--workdir", tmp_path / "w", "--sentences", "12", "--cpu", *mode]
+    for arch, message in (
+            ("constituent_encoder_lm_tiny",
+             "--min-layer 3 is not one of the 2 layers of --arch constituent_encoder_lm_tiny (numbered from 0)"),
+            ("transformer", "--arch transformer is not a constituent_encoder_lm architecture: one of "
+                            "constituent_encoder_lm, ")):
+        with pytest.raises(SystemExit):
+            script.main([str(flag) for flag in flags] + ["--arch", arch])
+        assert message in capsys.readouterr().err
     assert not (tmp_path / "w").exists()
 
 
@@ -526,7 +570,7 @@ def test_the_default_mode_refuses_a_workdir_of_other_training_settings(script, t
     values. --updates and the parsing options may change (a larger --updates trains on)."""
     workdir = tmp_path / "w"
     flags = ["--trees", trees_file, "--workdir", workdir, "--arch", "constituent_encoder_lm_tiny", "--cpu",
-             "--sentences", "12", "--save-interval", "1"]
+             "--sentences", "12", "--save-interval", "1", "--min-layer", "0"]
     done = run(INDUCE, *flags, "--updates", "1", "--min-layer", "1")
     assert done.returncode == 0, done.stderr[-3000:]
     recorded = json.loads((workdir / "settings.json").read_text(encoding="utf-8"))
@@ -613,7 +657,7 @@ def test_refuses_a_workdir_held_by_another_run_or_not_its_own(script, trees_file
     assert lock.exists() and not (busy / "settings.json").exists()
     # the default mode too (it had no lock: two runs at once wrote one data-bin and one checkpoint)
     said = in_process(script, "--trees", trees_file, "--workdir", busy, "--arch", "constituent_encoder_lm_tiny",
-                      "--cpu", "--sentences", "12", "--updates", "1")
+                      "--cpu", "--sentences", "12", "--updates", "1", "--min-layer", "0")
     assert "is being written by another run" in said
     assert lock.exists() and not (busy / "settings.json").exists()
     lock.unlink()

@@ -117,7 +117,7 @@ def test_workers_is_a_positive_whole_number(tmp_path, capsys, workers):
         _parse(tmp_path, "--parser", "balanced", "--workers", workers)
     error = capsys.readouterr().err.splitlines()[-1]
     assert error == ("tree-fairseq-parse: error: argument --workers: "
-                     + (f"{workers} is not a positive number" if workers != "two" else "'two' is not a whole number"))
+                     + f"'{workers}': a whole number, 1 or more")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["text"]
 
 

@@ -9,7 +9,6 @@ Scores are PRPN / ON-LSTM's (:func:`tree_fairseq.trees.evaluation.bracket_f1` wi
 metric, and the corpus-level F1 beside it, on every sentence and on those of at most ``short`` words.
 """
 
-import argparse
 import gzip
 import html
 import math
@@ -38,14 +37,6 @@ LINK_BINS = 20
 # The word of a published (unlexicalised) induced tree: the structure is the result, the words are
 # the treebank's and stay there.
 HIDDEN_WORD = "_"
-
-
-def positive(text: str) -> int:
-    """argparse's type of a count that must be 1 or more (``--sentences``, ``--short``): 0 and
-    negative numbers are refused, not read as "none" or as a count from the end."""
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a whole number, 1 or more")
-    return int(text)
 
 
 def read_gold(path: Path, word_filter: str = "word-tags", keep_case: bool = False, limit: int | None = None):

@@ -80,6 +80,7 @@ import traceback
 
 from tqdm import tqdm
 
+from tree_fairseq.cli import argtypes
 from tree_fairseq.cli.files import leads_to_a_device, same_file, write_json, write_text
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.parsing import ON_FAILURE, PARSERS, check_parser_options, make_parser
@@ -93,16 +94,6 @@ _FINGERPRINT_BLOCK = 1 << 20
 # The thread pools of the libraries a parser may load (torch's OpenMP, MKL, OpenBLAS): one thread in
 # each worker of --workers.
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
-    return value
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -164,12 +155,12 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--join-heads", nargs="+", metavar="PART_HEADS",
                         help="with --join of parts parsed with --heads: their heads files, in the same order, "
                         "joined into --heads")
-    parser.add_argument("--batch-size", type=_positive_int, default=64,
+    parser.add_argument("--batch-size", type=argtypes.positive_int, default=64,
                         help="sentences per parser call (stanza, spacy)")
     parser.add_argument("--cpu", action="store_true", help="run stanza on the CPU even with a GPU")
-    parser.add_argument("--chunk-size", type=_positive_int, default=2000,
+    parser.add_argument("--chunk-size", type=argtypes.positive_int, default=2000,
                         help="lines per resumable chunk (default 2000)")
-    parser.add_argument("--workers", type=_positive_int, default=1,
+    parser.add_argument("--workers", type=argtypes.positive_int, default=1,
                         help="processes parsing chunks at once (default 1), each on one thread with its own "
                         "copy of the parser's model (its memory once per worker); the output is the same "
                         "whatever the number, and a resumed run reuses the chunks of one with another. Not "

@@ -1,0 +1,60 @@
+"""argparse types of a number in a range, the one place the plugin's command lines spell them: a
+value outside, or text that is no such number, is refused by argparse before anything runs, in
+one line naming the option and the range (``argument --short: '0': a whole number, 1 or more``),
+never read as "none", as a count from the end or as fairseq's "no limit".
+
+Only the standard library is imported.
+"""
+
+import argparse
+import math
+
+
+def _whole(text: str, low: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < low:
+        raise argparse.ArgumentTypeError(f"{text!r}: {what}")
+    return value
+
+
+def _real(text: str, inside, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not inside(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: {what}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A count of 1 or more."""
+    return _whole(text, 1, "a whole number, 1 or more")
+
+
+def nonnegative_int(text: str) -> int:
+    """A count, an index or a seed: 0 or more."""
+    return _whole(text, 0, "a whole number, 0 or more")
+
+
+def positive_float(text: str) -> float:
+    """A finite number above 0."""
+    return _real(text, lambda value: value > 0, "a number above 0")
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number of 0 or more."""
+    return _real(text, lambda value: value >= 0, "a number, 0 or more")
+
+
+def probability(text: str) -> float:
+    """A number from 0 to 1, both included."""
+    return _real(text, lambda value: 0 <= value <= 1, "a number from 0 to 1")
+
+
+def fraction(text: str) -> float:
+    """A share strictly between 0 and 1."""
+    return _real(text, lambda value: 0 < value < 1, "a number between 0 and 1, both left out")
