@@ -170,7 +170,7 @@ def test_a_data_bin_without_trees_is_refused(plain_databin, tiny_corpus, capsys)
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--steps", "-1"], "--steps -1: a path has zero or more steps"),
+    (["--steps", "-1"], "argument --steps: '-1': a whole number, 0 or more"),
     (["--by-length", "20,10"], "strictly ascending"),
     (["--split", "nope"], "no source trees for split 'nope'"),
 ])

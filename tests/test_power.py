@@ -80,9 +80,9 @@ def test_the_command_reads_the_spread_of_the_named_system(tmp_path):
     ({"base": {"runs": {}, "BLEU": {"mean": 10.0, "sd": 0.2}}}, ["--system", "base", "--seeds", "1"],
      "fewer than 2 runs"),
     ({"base": {"runs": {}, "BLEU": {"mean": 10.0, "sd": 0.2}}}, ["--system", "base", "--seeds", "3", "--pairs", "0"],
-     "--pairs must be at least 1"),
+     "argument --pairs: '0': a whole number, 1 or more"),
     ({"base": {"runs": {}, "BLEU": {"mean": 10.0, "sd": 0.2}}}, ["--system", "base", "--seeds", "3", "--alpha", "5"],
-     "strictly between"),
+     "argument --alpha: '5': a number between 0 and 1, both left out"),
 ])
 def test_the_command_refuses_in_one_line(tmp_path, systems, args, message):
     result = run(comparison(tmp_path, systems), *args)

@@ -122,7 +122,7 @@ def test_a_missing_log_or_data_bin_is_named(tiny_databin, tmp_path):
     assert result.returncode != 0 and "no train_inner line with wpb, bsz and num_updates" in result.stderr
     for flag in ("--epochs", "--max-tokens"):
         result = check(str(tiny_databin), *common, flag, "-3")
-        assert result.returncode == 2 and f"{flag} -3: give 1 or more" in result.stderr
+        assert result.returncode == 2 and f"argument {flag}: '-3': a whole number, 1 or more" in result.stderr
 
 
 def test_a_log_cut_inside_its_last_line_is_read_without_it(tiny_databin, tmp_path, capsys):

@@ -33,6 +33,7 @@ import sys
 
 import torch
 
+from tree_fairseq.cli import argtypes
 from tree_fairseq.cli.compare import length_groups, parse_bounds, source_lines
 from tree_fairseq.trees import dictionary_subword_format
 
@@ -168,7 +169,7 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--by-length", default="10,20,30", metavar="N[,N...]",
                         help="upper bounds of the groups in words, ascending (default 10,20,30: up to 10, 11-20, "
                         "21-30, over 30)")
-    parser.add_argument("--steps", type=int, default=10,
+    parser.add_argument("--steps", type=argtypes.nonnegative_int, default=10,
                         help="report the share of leaves whose path is longer than this many steps (default 10)")
     return parser
 
@@ -176,8 +177,6 @@ def get_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = get_parser()
     args = parser.parse_args(argv)
-    if args.steps < 0:
-        parser.error(f"--steps {args.steps}: a path has zero or more steps")
     try:
         bounds = parse_bounds(args.by_length)
         trees, leaves, binned = read_split(args.data_bin, args.split, args.source_lang, args.target_lang)

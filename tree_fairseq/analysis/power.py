@@ -27,6 +27,8 @@ import json
 import math
 import sys
 
+from tree_fairseq.cli import argtypes
+
 
 def detectable_difference(sd: float, seeds: int, alpha: float = 0.05, power: float = 0.8) -> float:
     """The difference of two means of ``seeds`` runs each, spread ``sd``, that a two-sided test at
@@ -68,9 +70,9 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--metric", default="BLEU", choices=("BLEU", "chrF"), help="default: BLEU")
     parser.add_argument("--seeds", type=int, nargs="+", required=True, metavar="K",
                         help="seeds per system in the planned study (each at least 2)")
-    parser.add_argument("--alpha", type=float, default=0.05, help="two-sided level (default: 0.05)")
-    parser.add_argument("--power", type=float, default=0.8, help="default: 0.8")
-    parser.add_argument("--pairs", type=int, default=1, metavar="P",
+    parser.add_argument("--alpha", type=argtypes.fraction, default=0.05, help="two-sided level (default: 0.05)")
+    parser.add_argument("--power", type=argtypes.fraction, default=0.8, help="default: 0.8")
+    parser.add_argument("--pairs", type=argtypes.positive_int, default=1, metavar="P",
                         help="pairs Holm corrects over: also print the first step's alpha / P (default: 1)")
     return parser
 
@@ -78,13 +80,9 @@ def get_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = get_parser()
     args = parser.parse_args(argv)
-    if args.pairs < 1:
-        parser.error("--pairs must be at least 1")
     for k in args.seeds:
         if k < 2:
             parser.error(f"--seeds {k}: a system of fewer than 2 runs has no run-to-run spread")
-    if not 0 < args.alpha < 1 or not 0 < args.power < 1:
-        parser.error("--alpha and --power must each lie strictly between 0 and 1")
     try:
         with open(args.comparison, encoding="utf-8") as f:
             comparison = json.load(f)

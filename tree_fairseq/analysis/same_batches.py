@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tree_fairseq.cli import argtypes
 from tree_fairseq.cli.patience import FRESH_START, read_log
 
 # What fairseq's trainer logs when a sitting resumes from a checkpoint.
@@ -134,12 +135,12 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("databin", metavar="DATA-BIN")
     parser.add_argument("-s", "--source-lang", required=True)
     parser.add_argument("-t", "--target-lang", required=True)
-    parser.add_argument("--seed", type=int, required=True, help="the run's --seed (common.seed)")
-    parser.add_argument("--epochs", type=int,
+    parser.add_argument("--seed", type=argtypes.nonnegative_int, required=True, help="the run's --seed (common.seed)")
+    parser.add_argument("--epochs", type=argtypes.positive_int,
                         help="epochs to compare (default: the last epoch of --log's train_inner lines)")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="the run's --max-tokens (default 4096)")
-    parser.add_argument("--required-batch-size-multiple", type=int, default=8)
-    parser.add_argument("--max-positions", type=int, default=1024,
+    parser.add_argument("--max-tokens", type=argtypes.positive_int, default=4096, help="the run's --max-tokens (default 4096)")
+    parser.add_argument("--required-batch-size-multiple", type=argtypes.positive_int, default=8)
+    parser.add_argument("--max-positions", type=argtypes.positive_int, default=1024,
                         help="the model's --max-source-positions and --max-target-positions (default 1024)")
     parser.add_argument("--task", choices=("tree_translation", "dependency_translation"), default="tree_translation",
                         help="the control's task, built with --batch-tokens text (default tree_translation)")
@@ -150,10 +151,6 @@ def get_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = get_parser()
     args = parser.parse_args(argv)
-    for flag in ("epochs", "max_tokens", "required_batch_size_multiple", "max_positions"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            parser.error(f"--{flag.replace('_', '-')} {value}: give 1 or more")
     import tree_fairseq
     tree_fairseq.register()
     logging.basicConfig(level=logging.WARNING, force=True)  # importing fairseq set the root logger to DEBUG
