@@ -10,9 +10,9 @@ script's earlier reading; ``none`` keeps every word). Their words, lowercased un
 ``--keep-case``, are the sentences. In ``--workdir`` it writes ``settings.json`` (the options
 that make the training, from ``--trees`` to ``--seed``: a workdir of other ones is refused, naming
 the option and both values, as is a non-empty one without it, and one another run holds,
-``WORKDIR.lock``; ``--updates`` and the parsing and scoring options may change), ``train.txt`` (one sentence per line), ``data-bin/``
-(fairseq-preprocess --only-source; words seen fewer than ``--min-count`` times become ``<unk>``)
-and ``checkpoints/``, then:
+``WORKDIR.lock``; ``--updates`` and the parsing and scoring options may change), ``train.txt``
+(one sentence per line), ``data-bin/`` (fairseq-preprocess --only-source; words seen fewer than
+``--min-count`` times become ``<unk>``) and ``checkpoints/``, then:
 
 1. trains ``--arch`` (a ``constituent_encoder_lm``; default the paper's 10 layers of 512, 8
    heads, feed-forward 2048) with ``--task constituent_masked_lm`` on all the sentences, with
@@ -179,7 +179,8 @@ def get_parser() -> argparse.ArgumentParser:
                         help="a constituent_encoder_lm architecture (default: %(default)s, the paper's)")
     parser.add_argument("--updates", type=argtypes.positive_int, default=None,
                         help="training updates in all (default: 1000; not with --until-converged)")
-    parser.add_argument("--max-tokens", type=argtypes.positive_int, default=4096, help="tokens per batch (default: %(default)s)")
+    parser.add_argument("--max-tokens", type=argtypes.positive_int, default=4096,
+                        help="tokens per batch (default: %(default)s)")
     parser.add_argument("--lr", type=argtypes.positive_float, default=1e-4,
                         help="Adam's learning rate, the peak one after warm-up (default: %(default)s, the paper's)")
     parser.add_argument("--adam-betas", default="(0.9, 0.98)",

@@ -138,7 +138,8 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=argtypes.nonnegative_int, required=True, help="the run's --seed (common.seed)")
     parser.add_argument("--epochs", type=argtypes.positive_int,
                         help="epochs to compare (default: the last epoch of --log's train_inner lines)")
-    parser.add_argument("--max-tokens", type=argtypes.positive_int, default=4096, help="the run's --max-tokens (default 4096)")
+    parser.add_argument("--max-tokens", type=argtypes.positive_int, default=4096,
+                        help="the run's --max-tokens (default 4096)")
     parser.add_argument("--required-batch-size-multiple", type=argtypes.positive_int, default=8)
     parser.add_argument("--max-positions", type=argtypes.positive_int, default=1024,
                         help="the model's --max-source-positions and --max-target-positions (default 1024)")
