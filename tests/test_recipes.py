@@ -806,6 +806,52 @@ def test_average_checkpoints_refuses_the_same_checkpoint_twice(tmp_path):
     assert torch.load(tmp_path / "avg.pt")["model"]["w"].tolist() == [[3.0, 3.0], [3.0, 3.0]]
 
 
+def test_average_checkpoints_refuses_counts_bounds_and_outputs_it_cannot_honour(tmp_path):
+    """A count below 1 (the script's N = -2 averaged all but the last 2 of the directory; 0 read the
+    directory as a checkpoint), an upper bound with files (ignored), an --output that is an input
+    (overwritten) or a folder (IsADirectoryError after the work) are refused before anything is
+    read; a valid call of scripts/average_checkpoints.sh averages exactly as before."""
+    import torch
+
+    save_dir = tmp_path / "ck"
+    save_dir.mkdir()
+    for epoch in range(1, 5):
+        torch.save({"model": {"w": torch.full((2,), float(epoch ** 2)), "n": torch.tensor([epoch])}},
+                   save_dir / f"checkpoint{epoch}.pt")
+    script = ROOT / "scripts" / "average_checkpoints.sh"
+    for n in ("-2", "0"):
+        result = run(["bash", script, save_dir, n], env={"PYTHON": sys.executable})
+        assert result.returncode == 2 and f"argument --num-epoch-checkpoints: '{n}': a whole number, 1 or more" in (
+            result.stderr), result.stderr
+    assert sorted(os.listdir(save_dir)) == [f"checkpoint{epoch}.pt" for epoch in range(1, 5)]
+
+    def refused(*argv):
+        with pytest.raises(SystemExit) as exit_info:
+            average_checkpoints.main([str(arg) for arg in argv])
+        return str(exit_info.value.code)
+
+    first, second = save_dir / "checkpoint1.pt", save_dir / "checkpoint2.pt"
+    before = second.read_bytes()
+    assert "--checkpoint-upper-bound picks the checkpoints of a directory" in refused(
+        "--inputs", first, second, "--checkpoint-upper-bound", "1", "--output", tmp_path / "avg.pt")
+    assert refused("--inputs", first, second, "--output", second) == (
+        f"tree-fairseq-average-checkpoints: error: --output {second} is an input (--inputs): writing it would replace "
+        "it; name another file")
+    assert refused("--inputs", first, second, "--output", save_dir) == (
+        f"tree-fairseq-average-checkpoints: error: --output {save_dir} is a folder: name a file")
+    assert refused("--inputs", save_dir, "--output", tmp_path / "avg.pt").startswith(
+        f"tree-fairseq-average-checkpoints: error: --inputs {save_dir} is a directory")
+    assert second.read_bytes() == before and not (tmp_path / "avg.pt").exists()
+
+    result = run(["bash", script, save_dir, "3"], env={"PYTHON": sys.executable})
+    assert result.returncode == 0, result.stderr
+    averaged = torch.load(save_dir / "checkpoint_avg_last3.pt")["model"]
+    assert torch.equal(averaged["w"], torch.full((2,), 29 / 3)) and averaged["n"].tolist() == [3]
+    average_checkpoints.main(["--inputs", str(save_dir), "--num-epoch-checkpoints", "2", "--checkpoint-upper-bound",
+                              "3", "--output", str(tmp_path / "new" / "avg.pt")])
+    assert torch.load(tmp_path / "new" / "avg.pt")["model"]["w"].tolist() == [6.5, 6.5]
+
+
 # scripts/for2lam.py: the sequence baseline's data
 
 

@@ -20,7 +20,8 @@ import os
 import re
 import sys
 
-from tree_fairseq.cli.files import replacing
+from tree_fairseq.cli.argtypes import positive_int
+from tree_fairseq.cli.files import check_output, replacing
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -32,11 +33,12 @@ def get_parser() -> argparse.ArgumentParser:
                         help="checkpoint files, or one directory with --num-epoch-checkpoints/--num-update-checkpoints")
     parser.add_argument("--output", required=True, help="the averaged checkpoint to write")
     last = parser.add_mutually_exclusive_group()
-    last.add_argument("--num-epoch-checkpoints", type=int, help="average the last N checkpointN.pt of the directory")
-    last.add_argument("--num-update-checkpoints", type=int,
+    last.add_argument("--num-epoch-checkpoints", type=positive_int, metavar="N",
+                      help="average the last N checkpointN.pt of the directory")
+    last.add_argument("--num-update-checkpoints", type=positive_int, metavar="N",
                       help="average the last N checkpoint_E_U.pt of the directory")
-    parser.add_argument("--checkpoint-upper-bound", type=int,
-                        help="only checkpoints of epochs (or updates) <= this number")
+    parser.add_argument("--checkpoint-upper-bound", type=positive_int,
+                        help="only checkpoints of epochs (or updates) <= this number (with --num-*-checkpoints)")
     return parser
 
 
@@ -168,15 +170,24 @@ def _check_same_model(params: dict, first: dict, path: str, first_path: str) -> 
 
 def main(argv: list[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
+    count = args.num_epoch_checkpoints or args.num_update_checkpoints  # argparse refuses 0 and less
     try:
-        if args.num_epoch_checkpoints or args.num_update_checkpoints:
+        if count is not None:
             if len(args.inputs) != 1 or not os.path.isdir(args.inputs[0]):
                 raise ValueError("--num-*-checkpoints needs exactly one directory as --inputs")
-            paths = last_checkpoints(args.inputs[0], args.num_epoch_checkpoints or args.num_update_checkpoints,
-                                     by_update=bool(args.num_update_checkpoints),
+            paths = last_checkpoints(args.inputs[0], count, by_update=bool(args.num_update_checkpoints),
                                      upper_bound=args.checkpoint_upper_bound)
         else:
+            if args.checkpoint_upper_bound is not None:
+                raise ValueError("--checkpoint-upper-bound picks the checkpoints of a directory: it needs "
+                                 "--num-epoch-checkpoints or --num-update-checkpoints (give only the files to average "
+                                 "as --inputs)")
+            for path in args.inputs:
+                if os.path.isdir(path):
+                    raise ValueError(f"--inputs {path} is a directory: give checkpoint files, or the directory with "
+                                     "--num-epoch-checkpoints N or --num-update-checkpoints N")
             paths = args.inputs
+        _check_output(args.output, paths)
         print("averaging " + " ".join(paths), flush=True)
         state = average_checkpoints(paths)
     except (OSError, ValueError) as error:
@@ -187,6 +198,20 @@ def main(argv: list[str] | None = None) -> None:
     with replacing(args.output) as partial:
         torch.save(state, partial)
     print(f"wrote {args.output}")
+
+
+def _check_output(output: str, paths: list[str]) -> None:
+    """Before any work: refuse an --output that is a folder or an input (files.check_output). A
+    folder not there yet is made when the average is written, so it is refused only where a file
+    stands in the way of making it."""
+    folder = os.path.dirname(os.path.abspath(output))
+    if os.path.isdir(folder):
+        check_output("--output", output, [("--inputs", path) for path in paths])
+        return
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise ValueError(f"--output {output}: {folder} is a file, not a folder to write it in")
 
 
 if __name__ == "__main__":
