@@ -172,3 +172,35 @@ def test_cli_rejects_impossible_configs(tmp_path):
         synthetic.main(["--out", str(tmp_path), "--vocab-size", "5", "--max-len", "8"])
     assert "distinct" in str(exit_info.value.code)
     assert not list(tmp_path.iterdir())
+
+
+def test_an_out_holding_another_benchmark_or_a_file_is_refused(tmp_path):
+    """--no-databins over the benchmark of another seed left the old data-bins and trees beside the
+    new text, with a benchmark.json of the new seed; an --out that is a file gave a traceback. Both
+    are refused, naming the folder (and the settings that differ), and nothing there is changed; the
+    same settings again are written again."""
+    out = tmp_path / "syn"
+    small = ["--train", "6", "--valid", "2", "--test", "3", "--no-databins"]
+    synthetic.main(["--out", str(out), "--seed", "1", *small])
+    before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+
+    def refused(*argv):
+        with pytest.raises(SystemExit) as exit_info:
+            synthetic.main([*argv, *small])
+        return str(exit_info.value.code)
+
+    assert refused("--out", str(out), "--seed", "2") == (
+        f"tree-fairseq-synthetic: error: --out {out} holds the benchmark of other settings (--seed 1 there, 2 asked): "
+        "writing there would mix the two; name another folder, or remove it")
+    assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
+    synthetic.main(["--out", str(out), "--seed", "1", *small])
+    assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
+    (out / "benchmark.json").unlink()
+    assert refused("--out", str(out)).startswith(f"tree-fairseq-synthetic: error: --out {out} holds text/ but no "
+                                                 "benchmark.json")
+    (tmp_path / "file").write_text("x")
+    assert refused("--out", str(tmp_path / "file")) == (
+        f"tree-fairseq-synthetic: error: --out {tmp_path / 'file'} is a file: name a folder")
+    with pytest.raises(SystemExit) as exit_info:
+        synthetic.main(["--out", str(tmp_path / "other"), "--train", "0"])
+    assert exit_info.value.code == 2 and not (tmp_path / "other").exists()

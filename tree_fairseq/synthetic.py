@@ -44,6 +44,8 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass
 
+from tree_fairseq.cli.argtypes import nonnegative_int, positive_int, probability
+
 SPLITS = ("train", "valid", "test")
 TREE_KINDS = ("gold", "balanced", "left", "right")
 STRAIGHT, INVERTED = "STR", "INV"
@@ -184,14 +186,15 @@ def tree_blind_ceiling(config: BenchmarkConfig, test: list[Example], lexicon: di
 
 def write_text(splits: dict[str, list[Example]], directory: str) -> None:
     """``{split}.src``, ``{split}.tgt`` and ``{split}.parser.src`` (the gold trees, as a
-    parser's output) in ``directory``."""
+    parser's output) in ``directory``, each whole or not at all."""
+    from tree_fairseq.cli.files import write_lines
+
     os.makedirs(directory, exist_ok=True)
     for split, examples in splits.items():
         for suffix, lines in ((SOURCE_LANG, [" ".join(e.source) for e in examples]),
                               (TARGET_LANG, [" ".join(e.target) for e in examples]),
                               (f"parser.{SOURCE_LANG}", [e.tree for e in examples])):
-            with open(os.path.join(directory, f"{split}.{suffix}"), "w", encoding="utf-8") as f:
-                f.writelines(line + "\n" for line in lines)
+            write_lines(os.path.join(directory, f"{split}.{suffix}"), lines)
 
 
 def build_databins(text_dir: str, bin_dir: str, kinds=TREE_KINDS, text_only: bool = True) -> None:
@@ -265,26 +268,63 @@ def get_parser() -> argparse.ArgumentParser:
         "(fairseq's translation), and OUT/benchmark.json (the config and the tree-blind ceiling: "
         "the best exact match of any model that does not see the tree, computed exactly).",
     )
-    parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--seed", type=int, default=defaults.seed, help="everything follows from it (default %(default)s)")
-    parser.add_argument("--vocab-size", type=int, default=defaults.vocab_size,
+    parser.add_argument("--out", required=True,
+                        help="output directory: a new or empty one, or one holding the benchmark of the same settings")
+    parser.add_argument("--seed", type=nonnegative_int, default=defaults.seed,
+                        help="everything follows from it (default %(default)s)")
+    parser.add_argument("--vocab-size", type=positive_int, default=defaults.vocab_size,
                         help="source (and target) words (default %(default)s)")
-    parser.add_argument("--min-len", type=int, default=defaults.min_len, help="shortest sentence (default %(default)s)")
-    parser.add_argument("--max-len", type=int, default=defaults.max_len, help="longest sentence (default %(default)s)")
-    parser.add_argument("--max-children", type=int, default=defaults.max_children,
+    parser.add_argument("--min-len", type=positive_int, default=defaults.min_len,
+                        help="shortest sentence (default %(default)s)")
+    parser.add_argument("--max-len", type=positive_int, default=defaults.max_len,
+                        help="longest sentence (default %(default)s)")
+    parser.add_argument("--max-children", type=positive_int, default=defaults.max_children,
                         help="most children of a node (default %(default)s)")
-    parser.add_argument("--p-inv", type=float, default=defaults.p_inv,
+    parser.add_argument("--p-inv", type=probability, default=defaults.p_inv,
                         help="probability that a node is INV (default %(default)s)")
     for split in SPLITS:
-        parser.add_argument(f"--{split}", type=int, default=getattr(defaults, split),
+        parser.add_argument(f"--{split}", type=positive_int, default=getattr(defaults, split),
                             help=f"{split} sentences (default %(default)s)")
     parser.add_argument("--no-databins", action="store_true", help="write the text and trees only")
     return parser
 
 
+def check_out(out: str, config: BenchmarkConfig) -> None:
+    """Refuse an ``out`` that is a file, or that holds another benchmark: one whose benchmark.json
+    records other settings, or text/ or data-bin/ without a benchmark.json (a run cut short, or not
+    this command's folder). Writing there would mix the two: --no-databins leaves the data-bins and
+    the text/{split}.{kind}.src trees of the old one beside the new text, and benchmark.json says
+    the new settings. Refused, not removed: the data-bins may be what trainings are reading."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out {out} is a file: name a folder")
+    recorded_path = os.path.join(out, "benchmark.json")
+    if os.path.exists(recorded_path):
+        try:
+            with open(recorded_path, encoding="utf-8") as f:
+                recorded = json.load(f)["config"]
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"--out {out} holds a {recorded_path} that is no benchmark's record: name another "
+                             "folder, or remove it") from None
+        asked = asdict(config)
+        if recorded != asked:
+            differences = ", ".join(f"--{key.replace('_', '-')} {recorded.get(key)} there, {asked[key]} asked"
+                                    for key in asked if recorded.get(key) != asked[key])
+            raise ValueError(f"--out {out} holds the benchmark of other settings ({differences or recorded}): "
+                             "writing there would mix the two; name another folder, or remove it")
+        return
+    held = [name for name in ("text", "data-bin") if os.path.exists(os.path.join(out, name))]
+    if held:
+        raise ValueError(f"--out {out} holds {' and '.join(held)}/ but no benchmark.json (a run cut short, or "
+                         "another folder): writing there could leave its files beside the new benchmark's; name "
+                         "another folder, or remove them")
+
+
 def make(args: argparse.Namespace) -> dict:
+    from tree_fairseq.cli.files import write_json
+
     config = BenchmarkConfig(**{k: getattr(args, k) for k in asdict(BenchmarkConfig()).keys()})
     config.check()
+    check_out(args.out, config)
     splits = generate(config)
     _, lexicon = vocabularies(config.vocab_size, config.seed)
     ceiling = tree_blind_ceiling(config, splits["test"], lexicon)
@@ -293,8 +333,7 @@ def make(args: argparse.Namespace) -> dict:
     if not args.no_databins:
         build_databins(text_dir, os.path.join(args.out, "data-bin"))
     summary = {"config": asdict(config), "tree_blind_ceiling": asdict(ceiling)}
-    with open(os.path.join(args.out, "benchmark.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=1)
+    write_json(os.path.join(args.out, "benchmark.json"), summary)  # last: tree_benchmark.py reads it as done
     return summary
 
 
@@ -302,7 +341,7 @@ def main(argv: list[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
     try:
         summary = make(args)
-    except ValueError as error:
+    except (OSError, ValueError) as error:
         sys.exit(f"tree-fairseq-synthetic: error: {error}")
     logging.getLogger().setLevel(logging.WARNING)
     ceiling = summary["tree_blind_ceiling"]
