@@ -188,3 +188,26 @@ def test_preprocess_refuses_reserved_labels_naming_file_and_line(tmp_path, tree,
     (tmp_path / "text" / "train.tree.de").write_text(f"(S a b c)\n{tree}\n")
     message = _refused(_preprocess, tmp_path / "text", tmp_path / "bin")
     assert f"{tmp_path / 'text' / 'train.tree.de'}:2: the tree uses the reserved label(s) {label}" in message
+
+
+def test_attention_mass_refuses_a_json_that_is_an_input(tmp_path):
+    """--json was opened with a plain open(..., "w"): --json naming the checkpoint (or a file of the
+    data-bin) overwrote it with the table. It is refused before the model is loaded."""
+    from tree_fairseq.analysis import attention
+
+    data = tmp_path / "data-bin"
+    data.mkdir()
+    (data / "dict.src.txt").write_text("a 1\n")
+    victim = tmp_path / "victim.pt"
+    victim.write_bytes(b"checkpoint")
+    assert _refused(attention.main, [str(data), "--path", str(victim), "--json", str(victim)]) == (
+        f"attention_mass.py: error: --json {victim} is an input (--path): writing it would replace it; "
+        "name another file")
+    assert _refused(attention.main, [str(data), "--path", str(victim), "--json", str(data / "dict.src.txt")]).endswith(
+        f"is an input (DATA {data}): writing it would replace it; name another file")
+    assert _refused(attention.main, [str(data), "--path", str(victim), "--json", str(data)]).endswith(
+        f"--json {data} is a folder: name a file")
+    assert victim.read_bytes() == b"checkpoint" and (data / "dict.src.txt").read_text() == "a 1\n"
+    with pytest.raises(SystemExit) as exit_info:
+        attention.main([str(data), "--path", str(victim), "--max-sentences", "0"])
+    assert exit_info.value.code == 2

@@ -14,11 +14,14 @@ give (nodes / (nodes + leaves) per sentence, weighted by target tokens), for ref
 
 import argparse
 import logging
-import json
+import os
 import sys
 from contextlib import contextmanager
 
 import torch
+
+from tree_fairseq.cli.argtypes import positive_int
+from tree_fairseq.cli.files import check_output, write_json
 
 
 def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,10 +38,21 @@ def get_parser() -> argparse.ArgumentParser:
         description="Per decoder layer, the share of cross-attention mass on source nodes vs leaves of a "
         "tree_transformer checkpoint, over the references of a data-bin split (teacher forcing).")
     add_checkpoint_arguments(parser)
-    parser.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch (default 4000)")
-    parser.add_argument("--max-sentences", type=int, help="only the first N sentences of the split")
+    parser.add_argument("--max-tokens", type=positive_int, default=4000, help="tokens per batch (default 4000)")
+    parser.add_argument("--max-sentences", type=positive_int, metavar="N",
+                        help="only the first N sentences of the split")
     parser.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     return parser
+
+
+def checkpoint_inputs(data: str, path: str) -> list[tuple[str, str]]:
+    """The inputs of :func:`add_checkpoint_arguments` an output must not replace, as
+    :func:`tree_fairseq.cli.files.check_output` takes them: the checkpoint and the data-bin's files."""
+    inputs = [("--path", path)]
+    if os.path.isdir(data):
+        inputs += [(f"DATA {data}", os.path.join(data, name)) for name in sorted(os.listdir(data))
+                   if os.path.isfile(os.path.join(data, name))]
+    return inputs
 
 
 def load(data: str, path: str, subset: str, cpu: bool):
@@ -185,14 +199,15 @@ def main(argv: list[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, force=True)  # importing fairseq set the root logger to DEBUG
     try:
+        if args.json:  # before the work: the checkpoint named as --json was overwritten
+            check_output("--json", args.json, checkpoint_inputs(args.data, args.path))
         model, task = load(args.data, args.path, args.subset, args.cpu)
         result = attention_mass(model, task, args.subset, args.max_tokens, args.max_sentences)
     except (OSError, ValueError) as error:
         sys.exit(f"attention_mass.py: error: {error}")
     print(report(result))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(result, out, indent=1)
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":
