@@ -336,3 +336,33 @@ def test_parser_f1_script_scores_both_shapes_against_gold_trees(tmp_path):
     # Both gold trees have an NP and a PP below the sentence that head projection recovers.
     assert rows["spaCy, layered, cased input"] > rows["balanced trees"]
     assert "2 gold trees" in result.stdout and "sentences/s" in result.stdout
+
+
+def test_parser_f1_refuses_counts_below_one_and_gold_it_cannot_score(tmp_path):
+    """--limit -2 scored all but the last 2 gold trees and --limit 0 (or a --gold of no tree) printed a
+    table of 0.0 F1 with exit 0; --batch-size 0 ended in '0 predicted trees but 3 gold trees'; a
+    malformed gold line was named without its file and line. All are refused before the pipeline
+    loads."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("parser_f1", ROOT / "scripts" / "parser_f1.py")
+    parser_f1 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(parser_f1)
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("(S (NP le chat) (VP dort))\n\n(S (NP il) (VP (V a) (ADJ faim)))\n(S (NP x) y\n")
+
+    def refused(*argv):
+        with pytest.raises(SystemExit) as exit_info:
+            parser_f1.main(["--spacy-model", "no_such_pipeline", *argv])
+        return exit_info.value.code
+
+    for option in ("--limit", "--batch-size"):
+        for value in ("-2", "0"):
+            assert refused("--gold", str(gold), option, value) == 2
+    message = refused("--gold", str(gold))
+    assert message.startswith(f"parser_f1.py: error: --gold {gold} line 4: unbalanced brackets"), message
+    assert [str(tree) for tree in parser_f1.read_gold(gold, 2)] == [
+        str(parse_tree("(S (NP le chat) (VP dort))")), str(parse_tree("(S (NP il) (VP (V a) (ADJ faim)))"))]
+    (tmp_path / "empty").write_text("\n\n")
+    assert refused("--gold", str(tmp_path / "empty")) == (
+        f"parser_f1.py: error: --gold {tmp_path / 'empty'} holds no tree: nothing to score")
