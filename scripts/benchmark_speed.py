@@ -68,7 +68,6 @@ On a GPU, leave the dimensions out to benchmark the architectures as registered.
 """
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -81,6 +80,15 @@ logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.
 
 # the measurements and the report (importing it registers the plugin with fairseq)
 from tree_fairseq.analysis.benchmark_speed import measure, report, summary  # noqa: E402
+from tree_fairseq.cli.argtypes import nonnegative_int, positive_int, probability  # noqa: E402
+from tree_fairseq.cli.files import check_output, write_json  # noqa: E402
+
+
+def lengths(text: str) -> str:
+    """--lengths: whole numbers of 1 or more, comma-separated (kept as the text measure() reads)."""
+    for length in text.split(","):
+        positive_int(length)
+    return text
 
 
 def parse_args(argv=None):
@@ -91,43 +99,51 @@ def parse_args(argv=None):
     parser.add_argument("--baseline-arch", default="transformer_iwslt_de_en")
     parser.add_argument("--tree-arch", default="tree_transformer_iwslt_de_en")
     dims = parser.add_argument_group("dimensions, applied to both models (default: the architectures')")
-    dims.add_argument("--embed-dim", type=int, help="encoder and decoder embedding dimension")
-    dims.add_argument("--ffn-dim", type=int, help="encoder and decoder feed-forward dimension")
-    dims.add_argument("--heads", type=int, help="encoder and decoder attention heads")
-    dims.add_argument("--encoder-layers", type=int)
-    dims.add_argument("--decoder-layers", type=int)
+    dims.add_argument("--embed-dim", type=positive_int, help="encoder and decoder embedding dimension")
+    dims.add_argument("--ffn-dim", type=positive_int, help="encoder and decoder feed-forward dimension")
+    dims.add_argument("--heads", type=positive_int, help="encoder and decoder attention heads")
+    dims.add_argument("--encoder-layers", type=nonnegative_int)
+    dims.add_argument("--decoder-layers", type=positive_int)
     train = parser.add_argument_group("training")
-    train.add_argument("--updates", type=int, default=30, help="timed updates per model (default: 30)")
-    train.add_argument("--warmup", type=int, default=5, help="untimed updates per model first (default: 5)")
-    train.add_argument("--max-tokens", type=int, default=4096,
+    train.add_argument("--updates", type=positive_int, default=30, help="timed updates per model (default: 30)")
+    train.add_argument("--warmup", type=nonnegative_int, default=5, help="untimed updates per model first (default: 5)")
+    train.add_argument("--max-tokens", type=positive_int, default=4096,
                        help="batch size as in fairseq-train; tree_translation counts leaves + nodes, "
                             "dependency_translation text tokens (default: 4096)")
-    train.add_argument("--dropout", type=float, default=0.3, help="(default: 0.3, the IWSLT recipe)")
+    train.add_argument("--dropout", type=probability, default=0.3, help="(default: 0.3, the IWSLT recipe)")
     train.add_argument("--fp16", action="store_true", help="fairseq's --fp16 (CUDA only)")
-    train.add_argument("--flop-batches", type=int, default=5,
+    train.add_argument("--flop-batches", type=positive_int, default=5,
                        help="timed batches whose training-step FLOPs are counted (default: 5)")
-    train.add_argument("--memory-batches", type=int, default=3,
+    train.add_argument("--memory-batches", type=positive_int, default=3,
                        help="timed batches whose training-step peak memory is measured; the max is kept (default: 3)")
     gen = parser.add_argument_group("generation")
     gen.add_argument("--gen-split", default="valid")
-    gen.add_argument("--gen-sentences", type=int, default=128, help="first N sentences of --gen-split (default: 128)")
-    gen.add_argument("--gen-batch-size", type=int, default=32, help="sentences per batch (default: 32)")
-    gen.add_argument("--beam", type=int, default=5)
-    gen.add_argument("--gen-rounds", type=int, default=2,
+    gen.add_argument("--gen-sentences", type=positive_int, default=128,
+                     help="first N sentences of --gen-split (default: 128)")
+    gen.add_argument("--gen-batch-size", type=positive_int, default=32, help="sentences per batch (default: 32)")
+    gen.add_argument("--beam", type=positive_int, default=5)
+    gen.add_argument("--gen-rounds", type=positive_int, default=2,
                      help="times each batch is generated per model, alternating (default: 2)")
     gen.add_argument("--free-length", action="store_true",
                      help="stop hypotheses as fairseq-generate does (max-len-a 0, max-len-b 200) instead of "
                           "forcing every hypothesis to the mean reference length")
     sweep = parser.add_argument_group("encoder memory over source length")
-    sweep.add_argument("--lengths", default="16,32,64,128,256", help="source lengths in tokens (default: 16,...,256)")
-    sweep.add_argument("--sweep-batch-size", type=int, default=16, help="sentences per batch (default: 16)")
-    parser.add_argument("--seed", type=int, default=1)
+    sweep.add_argument("--lengths", type=lengths, default="16,32,64,128,256",
+                       help="source lengths in tokens (default: 16,...,256)")
+    sweep.add_argument("--sweep-batch-size", type=positive_int, default=16, help="sentences per batch (default: 16)")
+    parser.add_argument("--seed", type=nonnegative_int, default=1)
     parser.add_argument("--cpu", action="store_true", help="use the CPU even when CUDA is available")
-    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's choice)")
+    parser.add_argument("--threads", type=positive_int, help="torch.set_num_threads (default: torch's choice)")
     parser.add_argument("--json", metavar="PATH",
                         help="also write the run's ratios and raw figures to PATH as JSON (scripts/benchmark_all.py "
                              "reads them)")
-    return parser.parse_args(argv)
+    a = parser.parse_args(argv)
+    if a.json:
+        try:  # before the measurements, which take minutes
+            check_output("--json", a.json, [("DATA", a.data)])
+        except ValueError as error:
+            parser.error(str(error))
+    return a
 
 
 def main():
@@ -139,8 +155,7 @@ def main():
     measurements = measure(a)
     report(a, measurements)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(summary(a, measurements), f, indent=1)
+        write_json(a.json, summary(a, measurements))
     return 1 if measurements.errors else 0
 
 

@@ -899,3 +899,25 @@ def test_clean_corpus_as_moses(tmp_path):
     assert (tmp_path / "t.out").read_text() == "a b c\na b c d\nok ok ok\n"
     assert (tmp_path / "tree.out").read_text() == "(X 0)\n(X 2)\n(X 6)\n"
     assert re.search(r"kept 3 of 7 pairs", result.stdout)
+
+
+def test_benchmark_speed_refuses_counts_below_one_before_measuring(tmp_path):
+    """--updates 0 ran every measurement and then ended in a ZeroDivisionError in the report; the
+    numeric options are argtypes now, and --json is checked before the minutes of measuring."""
+    from types import SimpleNamespace
+
+    from tree_fairseq.analysis import benchmark_speed as analysis
+
+    spec = importlib.util.spec_from_file_location("benchmark_speed_script", ROOT / "scripts" / "benchmark_speed.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for option, value in (("--updates", "0"), ("--flop-batches", "0"), ("--gen-rounds", "-1"), ("--lengths", "16,0"),
+                          ("--dropout", "2"), ("--warmup", "-1")):
+        with pytest.raises(SystemExit) as exit_info:
+            script.parse_args([str(tmp_path), option, value])
+        assert exit_info.value.code == 2, option
+    with pytest.raises(SystemExit):
+        script.parse_args([str(tmp_path), "--json", str(tmp_path)])
+    assert script.parse_args([str(tmp_path), "--warmup", "0"]).updates == 30
+    with pytest.raises(ValueError, match="--updates 0: a whole number, 1 or more"):
+        analysis.measure(SimpleNamespace(updates=0, flop_batches=5, memory_batches=3, gen_rounds=2, cpu=True))

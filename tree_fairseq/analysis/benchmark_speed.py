@@ -478,7 +478,11 @@ class Measurements:
 
 def measure(a) -> Measurements:
     """Every measurement of one run, the two models alternated on the same batches; prints only
-    progress (stderr) and the tracebacks of what failed."""
+    progress (stderr) and the tracebacks of what failed. Counts below 1 are refused before any
+    measurement (the report divides by them); the command line's argument types refuse them first."""
+    for name in ("updates", "flop_batches", "memory_batches", "gen_rounds"):
+        if getattr(a, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} {getattr(a, name)}: a whole number, 1 or more")
     device = Device(torch.cuda.is_available() and not a.cpu)
     lengths = [int(x) for x in a.lengths.split(",")]
     errors = []
