@@ -211,3 +211,38 @@ def test_attention_mass_refuses_a_json_that_is_an_input(tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         attention.main([str(data), "--path", str(victim), "--max-sentences", "0"])
     assert exit_info.value.code == 2
+
+
+def test_draw_tree_attention_writes_the_png_it_names(tmp_path):
+    """--output tnoext printed 'wrote tnoext' but wrote tnoext.png, --output t.jpg wrote a JPEG though
+    the help says PNG. An --output not named *.png, and one that is an input or a folder, is refused
+    before the model is loaded; the drawing is written as a PNG at exactly the path given."""
+    import torch
+
+    from tree_fairseq.analysis import drawing
+
+    victim = tmp_path / "victim.pt"
+    victim.write_bytes(b"checkpoint")
+    data = tmp_path / "data-bin"
+    data.mkdir()
+    for name in ("tnoext", "t.jpg"):
+        assert _refused(drawing.main, [str(data), "--path", str(victim), "--output", str(tmp_path / name)]) == (
+            f"draw_tree_attention.py: error: --output {tmp_path / name}: the drawing is a PNG; name a file ending "
+            "in .png")
+    (tmp_path / "dir.png").mkdir()
+    assert _refused(drawing.main, [str(data), "--path", str(victim), "--output", str(tmp_path / "dir.png")]).endswith(
+        "is a folder: name a file")
+    (tmp_path / "in.png").write_bytes(b"input")
+    assert "is an input (--path)" in _refused(drawing.main, [str(data), "--path", str(tmp_path / "in.png"),
+                                                             "--output", str(tmp_path / "in.png")])
+    with pytest.raises(SystemExit) as exit_info:
+        drawing.main([str(data), "--path", str(victim), "--output", str(tmp_path / "t.png"), "--layer", "0"])
+    assert exit_info.value.code == 2
+    assert sorted(os.listdir(tmp_path)) == ["data-bin", "dir.png", "in.png", "victim.pt"]
+
+    pytest.importorskip("matplotlib")
+    output = tmp_path / "t.PNG"
+    drawing.draw(["a", "b", "</s>"], ["S"], torch.tensor([[0, 1]]), torch.tensor([0.5, 0.2, 0.2, 0.1]), "t",
+                 str(output))
+    assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(os.listdir(tmp_path)) == ["data-bin", "dir.png", "in.png", "t.PNG", "victim.pt"]

@@ -17,7 +17,9 @@ import sys
 
 import torch
 
-from tree_fairseq.analysis.attention import add_checkpoint_arguments, load, recording
+from tree_fairseq.analysis.attention import add_checkpoint_arguments, checkpoint_inputs, load, recording
+from tree_fairseq.cli.argtypes import nonnegative_int, positive_int
+from tree_fairseq.cli.files import check_output, replacing
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -25,11 +27,11 @@ def get_parser() -> argparse.ArgumentParser:
         description="Draw a source tree of a data-bin split with the cross-attention weights of a "
         "tree_transformer checkpoint on its nodes and leaves, to a PNG file.")
     add_checkpoint_arguments(parser)
-    parser.add_argument("--index", type=int, default=0, help="sentence number in the split (default 0)")
-    parser.add_argument("--layer", type=int, help="decoder layer, 1-based (default: the mean of all layers)")
-    parser.add_argument("--target-position", type=int,
+    parser.add_argument("--index", type=nonnegative_int, default=0, help="sentence number in the split (default 0)")
+    parser.add_argument("--layer", type=positive_int, help="decoder layer, 1-based (default: the mean of all layers)")
+    parser.add_argument("--target-position", type=nonnegative_int,
                         help="one target token, 0-based (default: the mean over the target tokens)")
-    parser.add_argument("--output", required=True, help="the PNG file to write")
+    parser.add_argument("--output", required=True, help="the PNG file to write, named *.png (written as named)")
     return parser
 
 
@@ -119,14 +121,26 @@ def draw(pieces, labels, spans, weights, title: str, output: str) -> None:
     ax.axis("off")
     ax.set_title(title, fontsize=9, wrap=True)
     fig.tight_layout()
-    fig.savefig(output, dpi=150)
-    plt.close(fig)
+    try:
+        with replacing(output) as partial:  # whole or not at all, at exactly the path given
+            fig.savefig(partial, dpi=150, format="png")
+    finally:
+        plt.close(fig)
+
+
+def check_png_output(output: str, inputs) -> None:
+    """Refuse an --output not named *.png (matplotlib added .png to a name without a suffix, and
+    wrote a JPEG for *.jpg: neither was the PNG at the path said), or that files.check_output refuses."""
+    if not output.lower().endswith(".png"):
+        raise ValueError(f"--output {output}: the drawing is a PNG; name a file ending in .png")
+    check_output("--output", output, inputs)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, force=True)  # importing fairseq set the root logger to DEBUG
     try:
+        check_png_output(args.output, checkpoint_inputs(args.data, args.path))  # before the work
         model, task = load(args.data, args.path, args.subset, args.cpu)
         pieces, labels, spans, weights, target = sentence_attention(
             model, task, args.subset, args.index, args.layer, args.target_position)
