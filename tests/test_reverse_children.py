@@ -116,6 +116,19 @@ def test_files_and_the_command_line(tmp_path, capsys):
     assert "--out-trees" in capsys.readouterr().err and Path(out_trees).read_text().startswith("(S (B")
 
 
+def test_an_output_in_a_missing_folder_is_refused_naming_the_option(tmp_path, capsys):
+    """--out-trees nodir/o.tree reported the temporary partial file's name (mkstemp's error), not the
+    option: it is refused naming the option and the missing folder, and nothing is written."""
+    trees, text = _files(tmp_path, ["(S (A a) (B b))"], ["a b"])
+    for option, missing in (("--out-trees", tmp_path / "nodir" / "o.tree"), ("--out-text", tmp_path / "nodir" / "o")):
+        outputs = dict(zip(("--out-trees", "--out-text"), _outputs(tmp_path)), **{option: str(missing)})
+        assert reversed_children.main(["--trees", trees, "--text", text, *(x for pair in outputs.items()
+                                                                           for x in pair)]) == 1
+        assert capsys.readouterr().err == (f"reverse_children: error: {option} {missing}: no folder "
+                                           f"{tmp_path / 'nodir'} to write it in\n")
+        assert _left(tmp_path) == []
+
+
 def test_python_m_runs_the_module(tmp_path):
     """Without its ``__main__`` block, ``python -m`` imported the module and exited 0, writing nothing."""
     command = [sys.executable, "-m", "tree_fairseq.analysis.reversed_children"]

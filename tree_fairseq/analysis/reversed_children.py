@@ -29,7 +29,7 @@ import os
 import sys
 import tempfile
 
-from tree_fairseq.cli.files import current_umask
+from tree_fairseq.cli.files import check_output, current_umask
 from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.trees import SUBWORD_FORMATS, RawTree, TreeError, group_pieces, read_bracketed
 from tree_fairseq.trees.tree import TRACE_LABEL
@@ -131,6 +131,8 @@ def reverse_files(trees: str, text: str, out_trees: str, out_text: str, subword_
     for option in ("--out-trees", "--out-text"):
         if os.path.lexists(paths[option]):
             raise ValueError(f"{option} {paths[option]} exists; remove it or write elsewhere")
+        # a missing folder (or a device) named by the option, not by the partial file made beside it
+        check_output(option, paths[option], [(name, paths[name]) for name in ("--trees", "--text")])
     partial = {}
     count = 0
     try:
