@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 import tree_fairseq
+from tree_fairseq.cli.argtypes import nonnegative_float, nonnegative_int, positive_int
 from tree_fairseq.synthetic import get_parser as benchmark_parser
 from tree_fairseq.synthetic import make, score_translations
 
@@ -198,18 +199,19 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--work", type=Path, help="benchmark data, runs and results")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds (default 1 2 3)")
-    parser.add_argument("--updates", type=int, default=800, help="updates per model (default %(default)s)")
-    parser.add_argument("--minutes", type=float, default=0,
+    parser.add_argument("--seeds", type=nonnegative_int, nargs="+", default=[1, 2, 3],
+                        help="training seeds (default 1 2 3)")
+    parser.add_argument("--updates", type=positive_int, default=800, help="updates per model (default %(default)s)")
+    parser.add_argument("--minutes", type=nonnegative_float, default=0,
                         help="train each model this many minutes instead of --updates updates")
     parser.add_argument("--runs", nargs="+", default=RUNS, metavar="NAME", help="runs (default: all; --list)")
     parser.add_argument("--list", action="store_true", help="print the run names and exit")
     parser.add_argument("--curve", action="store_true",
                         help="learning curve of the tree transformer on gold and balanced trees (with and "
                         "without --leaf-weight-per-head, where those runs are asked for)")
-    parser.add_argument("--curve-every", type=int, default=200, help="updates between curve points")
-    parser.add_argument("--jobs", type=int, default=1, help="runs at once, one thread each (default 1)")
-    parser.add_argument("--data-seed", type=int, default=1, help="seed of the benchmark data (default 1)")
+    parser.add_argument("--curve-every", type=positive_int, default=200, help="updates between curve points")
+    parser.add_argument("--jobs", type=positive_int, default=1, help="runs at once, one thread each (default 1)")
+    parser.add_argument("--data-seed", type=nonnegative_int, default=1, help="seed of the benchmark data (default 1)")
     parser.add_argument("--table", type=Path, help="also write the table (Markdown) to this file")
     args = parser.parse_args(argv)
     if args.list:
@@ -217,6 +219,8 @@ def main(argv=None) -> None:
         return
     if args.work is None:
         parser.error("--work is required")
+    if args.work.exists() and not args.work.is_dir():
+        parser.error(f"--work {args.work} is a file, not a folder")
     for name in args.runs:
         run_spec(name)
     data = args.work / "data"
