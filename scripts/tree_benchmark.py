@@ -23,7 +23,9 @@ keeps a checkpoint every ``--curve-every`` updates for the tree transformer on g
 trees (each with and without ``--leaf-weight-per-head``, where those runs are asked for) and
 scores each (exact match vs updates). WORK/data is the benchmark (made once, with
 ``--data-seed`` and its default size), WORK/runs/NAME/seedS holds each run; a finished run is not
-redone, so an interrupted command continues where it stopped. The table (mean and standard
+redone, and a run that was stopped before its result is started afresh (its folder emptied), so an
+interrupted command continues with the runs it had not finished and ends with the table an
+uninterrupted one gives. The table (mean and standard
 deviation over the seeds that finished; missing cells say so) is printed and, with ``--table``,
 written as Markdown.
 """
@@ -33,6 +35,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -133,9 +136,14 @@ def run_one(data: Path, work: Path, name: str, seed: int, updates: int, max_len:
     result_path = run_dir / "result.json"
     if result_path.exists():
         return json.loads(result_path.read_text())
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if run_dir.exists():
+        # A run stopped before its result: its checkpoint has no optimizer state (which fairseq would need to go
+        # on counting updates), and a time budget cannot be resumed, so the run starts afresh, as if never begun.
+        print(f"{name} seed {seed}: {run_dir} holds an unfinished run; starting it afresh", file=sys.stderr, flush=True)
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
     start = time.time()
-    with open(run_dir / "train.log", "a") as log:
+    with open(run_dir / "train.log", "w") as log:
         train = subprocess.run([sys.executable, "-m", "fairseq_cli.train",
                                 *train_flags(data, name, seed, updates, run_dir, curve_every, minutes)],
                                env=_env(), stdout=log, stderr=subprocess.STDOUT)
@@ -156,7 +164,10 @@ def run_one(data: Path, work: Path, name: str, seed: int, updates: int, max_len:
         result["curve"][result["updates"]] = result["exact_match"]
         for checkpoint in run_dir.glob("checkpoint_*_*.pt"):
             checkpoint.unlink()
-    result_path.write_text(json.dumps(result, indent=1))
+    # written whole or not at all: a result.json cut short by a kill would be read back as a finished run
+    partial = result_path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(result, indent=1))
+    os.replace(partial, result_path)
     print(f"[{time.strftime('%H:%M:%S')}] {name} seed {seed}: exact match {result['exact_match']:.1f}%, "
           f"BLEU {result['bleu']:.1f} ({result['train_seconds']} s)", flush=True)
     return result
