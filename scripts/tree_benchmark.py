@@ -32,6 +32,7 @@ written as Markdown.
 
 import argparse
 import concurrent.futures
+import contextlib
 import json
 import os
 import re
@@ -44,6 +45,7 @@ from pathlib import Path
 
 import tree_fairseq
 from tree_fairseq.cli.argtypes import nonnegative_float, nonnegative_int, positive_int
+from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.synthetic import get_parser as benchmark_parser
 from tree_fairseq.synthetic import make, score_translations
 
@@ -222,7 +224,9 @@ def main(argv=None) -> None:
                         "without --leaf-weight-per-head, where those runs are asked for)")
     parser.add_argument("--curve-every", type=positive_int, default=200, help="updates between curve points")
     parser.add_argument("--jobs", type=positive_int, default=1, help="runs at once, one thread each (default 1)")
-    parser.add_argument("--data-seed", type=nonnegative_int, default=1, help="seed of the benchmark data (default 1)")
+    parser.add_argument("--data-seed", type=nonnegative_int,
+                        help="seed of the benchmark data WORK/data is made with (default 1); a WORK whose data "
+                        "has another seed is refused")
     parser.add_argument("--table", type=Path, help="also write the table (Markdown) to this file")
     args = parser.parse_args(argv)
     if args.list:
@@ -233,14 +237,41 @@ def main(argv=None) -> None:
     if args.work.exists() and not args.work.is_dir():
         parser.error(f"--work {args.work} is a file, not a folder")
     for name in args.runs:
-        run_spec(name)
+        try:
+            run_spec(name)
+        except ValueError as error:
+            parser.error(str(error))
+    # Each (run, seed) has one folder: a run or seed named twice was trained twice in it (at once with --jobs).
+    for option, values in (("--seeds", args.seeds), ("--runs", [name.replace("/--", "/") for name in args.runs])):
+        twice = sorted({str(value) for value in values if values.count(value) > 1})
+        if twice:
+            parser.error(f"{option} names {', '.join(twice)} more than once")
     data = args.work / "data"
+    if (data / "benchmark.json").exists():
+        made_with = json.loads((data / "benchmark.json").read_text())["config"]["seed"]
+        if args.data_seed is not None and args.data_seed != made_with:
+            parser.error(f"--data-seed {args.data_seed}: {data} was made with seed {made_with}, and its runs "
+                         "are on those data; give another --work for other data")
+    args.work.mkdir(parents=True, exist_ok=True)  # WORK.lock is written beside it
+    with contextlib.ExitStack() as held:
+        try:  # one command per WORK: two at once would train (and empty) the same run folders
+            held.enter_context(output_lock(str(args.work), "--work"))
+        except ValueError as error:
+            sys.exit(f"tree_benchmark.py: error: {error}")
+        failed = _benchmark(args, data)
+    if failed:
+        sys.exit(f"tree_benchmark.py: error: {failed} of the runs failed (FAILED above); their cells say missing")
+
+
+def _benchmark(args, data: Path) -> int:
+    """The runs and the table; how many runs failed."""
     if not (data / "benchmark.json").exists():
-        make(benchmark_parser().parse_args(["--out", str(data), "--seed", str(args.data_seed)]))
+        seed = 1 if args.data_seed is None else args.data_seed
+        make(benchmark_parser().parse_args(["--out", str(data), "--seed", str(seed)]))
     summary = json.loads((data / "benchmark.json").read_text())
     max_len = summary["config"]["max_len"]
     jobs = [(name, seed) for seed in args.seeds for name in args.runs]
-    results = []
+    results, failed = [], 0
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = {pool.submit(run_one, data, args.work, name, seed, args.updates, max_len,
                                args.curve_every if args.curve and name in CURVE_RUNS else 0, args.minutes): (name, seed)
@@ -250,11 +281,13 @@ def main(argv=None) -> None:
                 results.append(future.result())
             except RuntimeError as error:
                 print(f"FAILED: {error}", file=sys.stderr, flush=True)
+                failed += 1
     text = table(results, args.runs, args.seeds, summary["tree_blind_ceiling"])
     print(f"\nbenchmark: {json.dumps(summary['config'])}\n"
           f"budget per model: {budget(args.updates, args.minutes)}\n\n{text}")
     if args.table:
         args.table.write_text(text + "\n")
+    return failed
 
 
 if __name__ == "__main__":

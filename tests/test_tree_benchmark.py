@@ -1,6 +1,7 @@
 """scripts/tree_benchmark.py as a command: its options, its runs' folders and its exit status."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,54 @@ def test_a_run_stopped_before_its_result_is_redone_from_the_start(tmp_path):
     rerun = model_state(run_dir / "checkpoint_last.pt")
     assert all(torch.equal(uninterrupted[key], rerun[key]) for key in uninterrupted)
     assert (run_dir / "train.log").read_text().count("done training") == 1
+
+
+@pytest.mark.parametrize("option, twice", [(["--seeds", "1", "1"], "--seeds names 1 more than once"),
+                                           (["--runs", "transformer/text", "transformer/text"],
+                                            "--runs names transformer/text more than once")])
+def test_a_run_named_twice_is_refused(tmp_path, option, twice, capsys):
+    # --seeds 1 1 trained one folder twice ("seeds done 2/2"); with --jobs 2 both at once, and one died
+    work = small_work(tmp_path)
+    argv = ["--work", str(work), "--runs", "transformer/text", "--jobs", "2", "--updates", "2", *option]
+    with pytest.raises(SystemExit) as exit_info:
+        load_benchmark().main(argv)
+    assert exit_info.value.code == 2 and twice in capsys.readouterr().err
+    assert not (work / "runs").exists()
+
+
+def test_a_data_seed_other_than_works_is_refused(tmp_path, capsys):
+    # the table came from the seed-1 data WORK held, under a command that asked for seed 2
+    work = small_work(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        load_benchmark().main(["--work", str(work), "--data-seed", "2", "--runs", "transformer/text"])
+    assert exit_info.value.code == 2 and "was made with seed 1" in capsys.readouterr().err
+    assert not (work / "runs").exists()
+
+
+def test_a_failed_run_sets_the_exit_status(tmp_path, capsys):
+    # FAILED: was printed, and the command ended with status 0
+    work = small_work(tmp_path)
+    # a run whose flag fairseq-train refuses fails at once
+    with pytest.raises(SystemExit) as exit_info:
+        load_benchmark().main(["--work", str(work), "--runs", "transformer/text/--no-such-flag", "--updates", "2",
+                                           "--seeds", "1"])
+    assert exit_info.value.code and "1 of the runs failed" in str(exit_info.value.code)
+    assert "FAILED:" in capsys.readouterr().err
+
+
+def test_a_second_command_on_one_work_is_refused(tmp_path):
+    from tree_fairseq.cli.locking import output_lock
+
+    work = small_work(tmp_path)
+    with output_lock(str(work), "--work"):
+        with pytest.raises(SystemExit) as exit_info:
+            load_benchmark().main(["--work", str(work), "--runs", "transformer/text", "--updates", "2"])
+    assert "is being written by another run" in str(exit_info.value.code)
+    assert not (work / "runs").exists()
+
+
+def test_a_work_in_folders_yet_to_be_made_is_made(tmp_path, monkeypatch):
+    benchmark = load_benchmark()
+    monkeypatch.setattr(benchmark, "make", lambda args: sys.exit("made"))
+    with pytest.raises(SystemExit, match="^made$"):  # past the lock, WORK.lock beside a WORK not there yet
+        benchmark.main(["--work", str(tmp_path / "a" / "b" / "work"), "--runs", "transformer/text"])
