@@ -14,7 +14,9 @@
 # parents (pascal_transformer_*) with --task dependency_translation (the data-bin needs the source's
 # heads); the others, fairseq's transformer included, with --task translation on the same data-bin.
 # --jobs N trains N models at once (default 1). OUT-DIR/ARCH/ holds each model's checkpoints, logs
-# and outputs; a finished model is not trained again, an interrupted one resumes.
+# and outputs, and OUT-DIR/ARCH/run.txt what it is made with (data-bin, UPDATES, architecture, task,
+# flags); a finished model is not trained again, an interrupted one resumes, and a model made with
+# anything else is refused (give another OUT-DIR, or remove OUT-DIR/ARCH), before anything runs.
 #
 #   scripts/compare_bleu.sh --jobs 2 data-bin/iwslt14.de-en out/compare 400 \
 #       transformer_iwslt_de_en tree_transformer_iwslt_de_en constituent_transformer_iwslt_de_en
@@ -27,7 +29,12 @@ JOBS=1
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
     header_usage; exit 0
 fi
-if [[ ${1:-} == --jobs ]]; then JOBS=${2:?}; shift 2; fi
+if [[ ${1:-} == --jobs ]]; then JOBS=${2:-}; shift $(($# < 2 ? 1 : 2)); fi
+# --jobs 0 waited for a free slot forever; UPDATES 0 reached fairseq as --max-update 0, its "no limit"
+if ! [[ $JOBS =~ ^[0-9]+$ ]] || ((10#$JOBS == 0)); then
+    echo "compare_bleu.sh: error: --jobs must be 1 or more, got '$JOBS'" >&2; exit 2
+fi
+JOBS=$((10#$JOBS))
 if (($# < 4)); then
     echo "usage: scripts/compare_bleu.sh [--jobs N] DATA-BIN OUT-DIR UPDATES ARCH [ARCH ...] [-- flags] (see --help)" >&2
     exit 2
@@ -41,7 +48,13 @@ while (($#)); do
 done
 [[ -d $DATA ]] || { echo "compare_bleu.sh: error: no data-bin $DATA" >&2; exit 2; }
 [[ $UPDATES =~ ^[0-9]+$ ]] || { echo "compare_bleu.sh: error: UPDATES must be a number, got $UPDATES" >&2; exit 2; }
+UPDATES=$((10#$UPDATES))
+((UPDATES > 0)) || { echo "compare_bleu.sh: error: UPDATES must be 1 or more, got $UPDATES" >&2; exit 2; }
 ((${#ARCHS[@]})) || { echo "compare_bleu.sh: error: no architecture given" >&2; exit 2; }
+twice=$(printf '%s\n' "${ARCHS[@]}" | sort | uniq -d | head -1)
+if [[ -n $twice ]]; then
+    echo "compare_bleu.sh: error: $twice is named more than once (one OUT-DIR/ARCH each)" >&2; exit 2
+fi
 USER_DIR=$ROOT/tree_fairseq
 
 # The task of each architecture: tree_translation for the models whose encoder reads trees,
@@ -66,9 +79,35 @@ PY
 DEVICE=()
 "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || DEVICE=(--cpu)
 
+# What a model is made with: a model of OUT made with another data-bin, budget, task or flags is not
+# reused (its score was printed beside this command's UPDATES).
+record() {
+    printf 'data-bin: %s\nupdates: %s\narch: %s\ntask: %s\nflags:' "$(cd "$DATA" && pwd -P)" "$UPDATES" "$1" "$2"
+    if (($# > 2)); then printf ' %q' "${@:3}"; fi
+    printf '\n'
+}
+for i in "${!ARCHS[@]}"; do
+    dir=$OUT/${ARCHS[$i]}
+    [[ -e $dir ]] || continue
+    if [[ -f $dir/run.txt ]]; then
+        if ! diff <(record "${ARCHS[$i]}" "${TASKS[$i]}" "${EXTRA[@]}") "$dir/run.txt" > /dev/null; then
+            echo "compare_bleu.sh: error: $dir was made with other settings than this command's:" >&2
+            diff <(record "${ARCHS[$i]}" "${TASKS[$i]}" "${EXTRA[@]}") "$dir/run.txt" \
+                | sed -n 's/^< /  now: /p; s/^> /  then: /p' >&2 || true
+            echo "give another OUT-DIR, or remove $dir to train it again" >&2
+            exit 2
+        fi
+    elif [[ -n $(ls -A "$dir") ]]; then
+        echo "compare_bleu.sh: error: $dir holds a model without run.txt (what it was made with): give another" \
+            "OUT-DIR, or remove $dir to train it again" >&2
+        exit 2
+    fi
+done
+
 run_one() {
     local arch=$1 task=$2 dir=$OUT/$1
     mkdir -p "$dir"
+    [[ -f $dir/run.txt ]] || record "$arch" "$task" "${EXTRA[@]}" > "$dir/run.txt"
     if [[ ! -f $dir/score-test.txt ]]; then
         if ! grep -q "done training" "$dir/train.log" 2>/dev/null; then
             echo "[$(date +%T)] $arch: training ($task, $UPDATES updates) -> $dir/train.log"

@@ -921,3 +921,43 @@ def test_benchmark_speed_refuses_counts_below_one_before_measuring(tmp_path):
     assert script.parse_args([str(tmp_path), "--warmup", "0"]).updates == 30
     with pytest.raises(ValueError, match="--updates 0: a whole number, 1 or more"):
         analysis.measure(SimpleNamespace(updates=0, flop_batches=5, memory_batches=3, gen_rounds=2, cpu=True))
+
+
+def test_compare_bleu_refuses_numbers_that_never_end(tmp_path):
+    # --jobs 0 waited for a free slot forever; UPDATES 0 reached fairseq as --max-update 0, its "no limit"
+    env, calls = fake_fairseq(tmp_path)
+    compare = ROOT / "scripts" / "compare_bleu.sh"
+    for argv, message in ((["--jobs", "0", tmp_path / "data", tmp_path / "out", "5", "transformer"], "--jobs must be 1"),
+                          ([tmp_path / "data", tmp_path / "out", "0", "transformer"], "UPDATES must be 1 or more"),
+                          ([tmp_path / "data", tmp_path / "out", "5", "transformer", "transformer"],
+                           "transformer is named more than once")):
+        result = subprocess.run(["bash", str(compare), *map(str, argv)], capture_output=True, text=True, timeout=60,
+                                env={**os.environ, **env})
+        assert result.returncode == 2 and message in result.stderr, argv
+    assert not (tmp_path / "out").exists() and not fake_calls(calls)
+
+
+@pytest.mark.slow
+def test_compare_bleu_refuses_a_model_made_with_other_settings(tmp_path):
+    # a model of OUT was reused for any UPDATES, data-bin or flags, its score printed beside the new UPDATES
+    env, calls = fake_fairseq(tmp_path)
+    compare, data, out = ROOT / "scripts" / "compare_bleu.sh", tmp_path / "data", tmp_path / "out"
+    run(["bash", compare, data, out, "5", "transformer", "--", "--lr", "1e-4"], env=env)
+    assert len([call for call in fake_calls(calls) if call[0] == "fairseq-train"]) == 1
+    assert "updates: 5" in (out / "transformer" / "run.txt").read_text()
+    other_data = tmp_path / "other-data"
+    shutil.copytree(data, other_data)
+    for argv, now in (([data, out, "6", "transformer", "--", "--lr", "1e-4"], "now: updates: 6"),
+                      ([data, out, "5", "transformer"], "now: flags:"),
+                      ([other_data, out, "5", "transformer", "--", "--lr", "1e-4"], f"now: data-bin: {other_data}")):
+        result = run(["bash", compare, *argv], env=env)
+        assert result.returncode == 2 and "was made with other settings" in result.stderr and now in result.stderr
+    assert len([call for call in fake_calls(calls) if call[0] == "fairseq-train"]) == 1
+    # the same settings resume it
+    run(["bash", compare, data, out, "5", "transformer", "--", "--lr", "1e-4"], env=env)
+    assert len([call for call in fake_calls(calls) if call[0] == "fairseq-train"]) == 2
+    # a model of an older OUT, without the record, is not taken as this command's
+    (out / "transformer" / "run.txt").unlink()
+    (out / "transformer" / "score-test.txt").write_text("BLEU = 30.0\n")
+    result = run(["bash", compare, data, out, "5", "transformer", "--", "--lr", "1e-4"], env=env)
+    assert result.returncode == 2 and "without run.txt" in result.stderr
