@@ -32,6 +32,7 @@ Example::
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -39,6 +40,7 @@ import time
 from pathlib import Path
 
 from tree_fairseq.analysis.benchmark_table import FAMILIES, load_runs, table
+from tree_fairseq.cli.argtypes import positive_int
 
 HERE = Path(__file__).resolve().parent
 DEFAULTS = ["--threads", "1", "--updates", "10", "--warmup", "2", "--gen-sentences", "64", "--lengths", "16,256,512"]
@@ -51,7 +53,7 @@ def parse_args():
                         help="data-bin with the sources' dependency parents, for the families that read them "
                              "(PASCAL; default: DATA)")
     parser.add_argument("--out", required=True, help="folder of the runs' JSON and reports and of table.md")
-    parser.add_argument("--runs", type=int, default=3, help="runs per family (default: 3)")
+    parser.add_argument("--runs", type=positive_int, default=3, help="runs per family (default: 3)")
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES), metavar="ARCH",
                         help=f"architectures to run (default: all {len(FAMILIES)}: {', '.join(FAMILIES)})")
     parser.add_argument("--table-only", action="store_true", help="only rewrite OUT/table.md from the runs there")
@@ -70,6 +72,46 @@ def data_bins(a) -> dict[str, str]:
                  f"{chosen[missing[0]]} does not hold: give a data-bin with parents (tree-fairseq-parse --heads, "
                  "then tree-fairseq-preprocess) with --parents-data, or leave these out of --families")
     return chosen
+
+
+# What makes a measurement, as each run's JSON records it: a family's runs are pooled into one median,
+# and the families are set against one another.
+FAMILY_SETTINGS = ("dims", "data", "task", "lengths", "device", "baseline_arch")
+SHARED_SETTINGS = ("lengths", "device", "baseline_arch")
+
+
+def mixed_settings(runs: dict[str, list[dict]]) -> list[str]:
+    """What the runs of ``load_runs`` disagree on, one line each: a family's runs on another data-bin or
+    with other dimensions, or families with other lengths, devices or baselines."""
+    problems = []
+    for arch, summaries in runs.items():
+        for key in FAMILY_SETTINGS:
+            values = sorted({json.dumps(s.get(key), sort_keys=True) for s in summaries})
+            if len(values) > 1:
+                problems.append(f"{arch}'s runs have {key} {' and '.join(values)}")
+    for key in SHARED_SETTINGS:
+        values = sorted({json.dumps(s.get(key), sort_keys=True) for summaries in runs.values() for s in summaries})
+        if len(values) > 1:
+            problems.append(f"the families' runs have {key} {' and '.join(values)}")
+    return problems
+
+
+def check_settings(out: Path, flags: list, data: dict[str, str]) -> dict:
+    """OUT/settings.json, what its runs were made with (benchmark_speed.py's flags, each family's
+    data-bin), with this command's families added; exits when this command's differ."""
+    path = out / "settings.json"
+    settings = {"flags": flags, "data": {arch: os.path.realpath(bin) for arch, bin in data.items()}}
+    if path.exists():
+        before = json.loads(path.read_text())
+        problems = [f"benchmark_speed.py's flags were {' '.join(before['flags'])!r}, now {' '.join(flags)!r}"
+                    ] if before["flags"] != flags else []
+        problems += [f"{arch} ran on {before['data'][arch]}, now {bin}" for arch, bin in settings["data"].items()
+                     if arch in before["data"] and before["data"][arch] != bin]
+        if problems:
+            sys.exit(f"benchmark_all.py: error: {out} holds runs made otherwise ({'; '.join(problems)}), which "
+                     "would be pooled with these: give another --out")
+        settings["data"] = {**before["data"], **settings["data"]}
+    return settings
 
 
 def run_one(data, passed, arch, run, out):
@@ -97,6 +139,8 @@ def main():
     failed = []
     if not a.table_only:
         data = data_bins(a)
+        settings = check_settings(out, [*DEFAULTS, *passed], data)
+        (out / "settings.json").write_text(json.dumps(settings, indent=1) + "\n")
         for run in range(1, a.runs + 1):
             for arch in a.families:
                 if not (out / f"{arch}.run{run}.json").exists() and not run_one(data[arch], passed, arch, run, out):
@@ -104,6 +148,10 @@ def main():
     runs = load_runs(out)
     if not runs:
         sys.exit(f"benchmark_all.py: error: no finished run in {out}")
+    problems = mixed_settings(runs)
+    if problems:
+        sys.exit(f"benchmark_all.py: error: the runs in {out} were not made alike, and their medians would pool "
+                 f"them: {'; '.join(problems)}")
     text = table(runs)
     (out / "table.md").write_text(text)
     sys.stdout.write(text)

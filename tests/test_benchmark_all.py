@@ -225,3 +225,32 @@ def test_method_flops_count_each_encoder_forward_with_its_backward_in_training(p
     with torch.no_grad(), MethodFlops(model) as method:
         task.inference_step(generator, [model], batch)
     assert method.total == encoder.method_flops(batch_size, length, backward=False)
+
+
+def test_runs_made_otherwise_are_not_pooled(tmp_path):
+    """Runs of other dimensions, or on another data-bin, in one --out were pooled into one median."""
+    out, data, other = tmp_path / "out", tmp_path / "data", tmp_path / "other"
+    data.mkdir(), other.mkdir()
+    family = TWO_FAMILIES[0]
+    # a data-bin benchmark_speed.py cannot read: the run fails at once, but it is the --out's first
+    first = benchmark_all(data, out, "--runs", "1", "--families", family, "--embed-dim", "32")
+    assert first.returncode == 1 and (out / f"{family}.run1.txt").exists()
+    (out / f"{family}.run1.txt").unlink()
+    cases = ((data, ["--embed-dim", "64"], "--embed-dim 64"), (other, ["--embed-dim", "32"], f"ran on {data}, now {other}"))
+    for directory, flags, said in cases:
+        result = benchmark_all(directory, out, "--runs", "2", "--families", family, *flags)
+        assert result.returncode == 1 and "holds runs made otherwise" in result.stderr and said in result.stderr
+        assert not (out / f"{family}.run1.txt").exists()  # refused before anything ran
+    # runs whose JSON say they were made otherwise (an --out from before settings.json, or copied runs)
+    run = {"tree_arch": family, "device": "CPU", "lengths": [16, 256], "train_ratio": 0.5, "data": str(data),
+           "dims": {"embed dim (enc/dec)": "32/32"}}
+    (out / f"{family}.run1.json").write_text(json.dumps(run))
+    (out / f"{family}.run2.json").write_text(json.dumps({**run, "dims": {"embed dim (enc/dec)": "64/64"}}))
+    result = benchmark_all("unused", out, "--table-only")
+    assert result.returncode == 1 and "were not made alike" in result.stderr and "dims" in result.stderr
+    assert not (out / "table.md").exists()
+
+
+def test_runs_must_be_one_or_more(tmp_path):
+    result = benchmark_all("unused", tmp_path, "--runs", "0")
+    assert result.returncode == 2 and "--runs: '0': a whole number, 1 or more" in result.stderr
