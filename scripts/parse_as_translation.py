@@ -7,7 +7,9 @@ Reads ``--ptb`` (NLTK's PTB sample, one gold tree per line; default
 ``--workdir`` (default: a new temporary directory): the text data, two fairseq data-bins, two
 checkpoints and the generated test output. Prints one table. A run is not resumed: a ``--workdir``
 that is not empty (a previous run's data-bins, on which fairseq-preprocess stops, and checkpoints,
-from which fairseq-train would go on) or is a file is refused before anything is written.
+from which fairseq-train would go on) or is a file is refused before anything is written; the run
+holds ``WORKDIR.lock`` (beside it, :mod:`tree_fairseq.cli.locking`) from that check to its end, so a
+second run on the same ``--workdir`` at once is refused.
 
 1. **Data.** Each line is read and normalised as every source tree of this project
    (:func:`tree_fairseq.trees.parse_tree`: traces and function tags removed, preterminals dropped,
@@ -45,6 +47,7 @@ Example (CPU, the default small model: 7 CPU minutes in all, one thread per fair
 """
 
 import argparse
+import contextlib
 import logging
 import os
 import re
@@ -56,6 +59,8 @@ from pathlib import Path
 
 import tree_fairseq
 from tree_fairseq.cli import DefaultsHelpFormatter
+from tree_fairseq.cli.argtypes import nonnegative_int, positive_float, positive_int, probability
+from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.trees import Tree, TreeError, parse_tree
 from tree_fairseq.trees.evaluation import bracket_f1, brackets
 from tree_fairseq.trees.linearize import (
@@ -82,22 +87,22 @@ def parse_args(argv=None):
     parser.add_argument("--ptb", type=Path, default=DEFAULT_PTB, help="PTB trees, one per line")
     parser.add_argument("--workdir", type=Path, help="where data, data-bins, checkpoints and outputs go "
                                                       "(default: a new temporary directory)")
-    parser.add_argument("--updates", type=int, default=1000, help="training updates of each model")
-    parser.add_argument("--seed", type=int, default=1, help="fairseq's --seed for both trainings")
+    parser.add_argument("--updates", type=positive_int, default=1000, help="training updates of each model")
+    parser.add_argument("--seed", type=nonnegative_int, default=1, help="fairseq's --seed for both trainings")
     parser.add_argument("--order", choices=TREE_ORDERS, default="depth_first", help="the tree decoder's order")
     parser.add_argument("--leaves", choices=("xx", "words"), default="xx",
                         help=f"target leaves: {PLACEHOLDER} for every word, or the words themselves")
     model = parser.add_argument_group("model and budget, the same for both")
-    model.add_argument("--embed-dim", type=int, default=128)
-    model.add_argument("--ffn-dim", type=int, default=256)
-    model.add_argument("--heads", type=int, default=4)
-    model.add_argument("--encoder-layers", type=int, default=2)
-    model.add_argument("--decoder-layers", type=int, default=2)
-    model.add_argument("--dropout", type=float, default=0.1)
-    model.add_argument("--lr", type=float, default=1e-3)
-    model.add_argument("--batch-size", type=int, default=32, help="sentences per update")
-    model.add_argument("--beam", type=int, default=5)
-    model.add_argument("--threads", type=int, default=1, help="torch threads of each fairseq process")
+    model.add_argument("--embed-dim", type=positive_int, default=128)
+    model.add_argument("--ffn-dim", type=positive_int, default=256)
+    model.add_argument("--heads", type=positive_int, default=4)
+    model.add_argument("--encoder-layers", type=positive_int, default=2)
+    model.add_argument("--decoder-layers", type=positive_int, default=2)
+    model.add_argument("--dropout", type=probability, default=0.1)
+    model.add_argument("--lr", type=positive_float, default=1e-3)
+    model.add_argument("--batch-size", type=positive_int, default=32, help="sentences per update")
+    model.add_argument("--beam", type=positive_int, default=5)
+    model.add_argument("--threads", type=positive_int, default=1, help="torch threads of each fairseq process")
     return parser.parse_args(argv)
 
 
@@ -248,11 +253,23 @@ def main(argv=None):
         raise SystemExit(f"{a.ptb} is absent: pass --ptb (NLTK's PTB sample, one tree per line)")
     if a.workdir is not None and a.workdir.is_file():
         raise SystemExit(f"--workdir {a.workdir} is a file: give a new or empty folder")
-    if a.workdir is not None and a.workdir.is_dir() and any(a.workdir.iterdir()):
-        raise SystemExit(f"--workdir {a.workdir} is not empty (a previous run's?): this script does not resume a run; "
-                         "remove it or give another --workdir")
     workdir = a.workdir or Path(tempfile.mkdtemp(prefix="parse_as_translation_"))
     workdir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as held:
+        # The lock (WORKDIR.lock, beside it) before the check: two runs at once both found it empty, and wrote
+        # each other's text, data-bins and checkpoints.
+        try:
+            held.enter_context(output_lock(str(workdir), "--workdir"))
+        except ValueError as error:
+            raise SystemExit(f"parse_as_translation.py: error: {error}") from None
+        if any(workdir.iterdir()):
+            raise SystemExit(f"--workdir {workdir} is not empty (a previous run's?): this script does not resume a "
+                             "run; remove it or give another --workdir")
+        run_in(a, workdir)
+
+
+def run_in(a, workdir: Path) -> None:
+    """The run, in an empty ``workdir`` this process holds."""
     log.info("work directory: %s", workdir)
     trees = read_trees(a.ptb)
     databins = prepare(trees, a, workdir)

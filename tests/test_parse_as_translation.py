@@ -51,3 +51,27 @@ def test_a_workdir_that_is_a_file_is_refused_and_an_empty_one_taken(tmp_path, mo
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit, match="^read$"):  # past the check, to the reading of --ptb
         parse_as_translation.main(["--ptb", str(ptb), "--workdir", str(tmp_path / "empty")])
+
+
+def test_a_workdir_another_run_holds_is_refused(tmp_path, monkeypatch):
+    # Two runs at once both found the folder empty, then wrote each other's text and data-bins.
+    from tree_fairseq.cli.locking import output_lock
+
+    ptb = tmp_path / "ptb.txt"
+    ptb.write_text("(S (NP a) (VP b))\n")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    monkeypatch.setattr(parse_as_translation, "read_trees", lambda path: pytest.fail("went on"))
+    with output_lock(str(workdir), "--workdir"):
+        with pytest.raises(SystemExit) as exit_info:
+            parse_as_translation.main(["--ptb", str(ptb), "--workdir", str(workdir)])
+    assert "is being written by another run" in str(exit_info.value.code)
+    assert not any(workdir.iterdir())
+
+
+@pytest.mark.parametrize("option", [["--updates", "0"], ["--batch-size", "0"], ["--dropout", "1.5"], ["--lr", "0"]])
+def test_numbers_out_of_range_are_refused(option, capsys):
+    # --updates 0 went to fairseq as --max-update 0, its "no limit": the models trained without end
+    with pytest.raises(SystemExit) as exit_info:
+        parse_as_translation.parse_args(option)
+    assert exit_info.value.code == 2 and option[0] in capsys.readouterr().err
