@@ -3,7 +3,8 @@
 tree positional encodings on both sides, as in section 5.1.1 of Shiv & Quirk 2019), next to the
 paper's sequence baseline (``--system transformer``).
 
-Writes into ``--workdir`` (default: a new temporary directory): the seeded synthetic corpus of
+Writes into ``--workdir`` (a new or empty folder, held by ``WORKDIR.lock`` while the run lasts;
+default: a new temporary directory): the seeded synthetic corpus of
 :mod:`tree_fairseq.trees.for2lam_corpus` (``{split}.for`` tokens, ``{split}.tree.for`` their trees,
 ``{split}.lfor`` the For trees and ``{split}.lam`` the Lam trees, both linearised in ``--order``),
 its data-bin, a checkpoint and the generated test output. Prints whole-program accuracy (the
@@ -52,6 +53,7 @@ complete: a repeated subtree).
 """
 
 import argparse
+import contextlib
 import logging
 import os
 import re
@@ -63,6 +65,8 @@ from pathlib import Path
 
 import tree_fairseq
 from tree_fairseq.cli import DefaultsHelpFormatter
+from tree_fairseq.cli.argtypes import nonnegative_int, positive_float, positive_int
+from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.models.tree_pe_transformer import DECODER_POSITIONS
 from tree_fairseq.trees import TreeError
 from tree_fairseq.trees.for2lam_corpus import for2lam_pairs
@@ -79,9 +83,9 @@ def parse_args(argv=None):
         formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--workdir", type=Path, help="where data, data-bin, checkpoint and outputs go "
                                                       "(default: a new temporary directory)")
-    parser.add_argument("--train", type=int, default=4000, help="training programs")
-    parser.add_argument("--test", type=int, default=200, help="test programs (before removing duplicates)")
-    parser.add_argument("--data-seed", type=int, default=1, help="seed of the generator")
+    parser.add_argument("--train", type=positive_int, default=4000, help="training programs")
+    parser.add_argument("--test", type=positive_int, default=200, help="test programs (before removing duplicates)")
+    parser.add_argument("--data-seed", type=nonnegative_int, default=1, help="seed of the generator")
     parser.add_argument("--system", choices=SYSTEMS, default="tree2tree",
                         help="tree2tree: tree_pe_tree2tree, source tree to target tree; transformer: fairseq's "
                              "transformer (--task translation), linearised source to linearised target")
@@ -89,16 +93,16 @@ def parse_args(argv=None):
                         help="the decoder's order (transformer: the order of both linearisations)")
     parser.add_argument("--decoder-positions", choices=DECODER_POSITIONS, default="symbol",
                         help="the model's --tree-pe-decoder-positions (symbol: the paper's)")
-    parser.add_argument("--updates", type=int, default=600)
-    parser.add_argument("--seed", type=int, default=1, help="fairseq's --seed")
-    parser.add_argument("--embed-dim", type=int, default=64)
-    parser.add_argument("--ffn-dim", type=int, default=128)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--layers", type=int, default=2, help="encoder and decoder layers each")
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--batch-size", type=int, default=32, help="programs per update")
-    parser.add_argument("--beam", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of each fairseq process")
+    parser.add_argument("--updates", type=positive_int, default=600)
+    parser.add_argument("--seed", type=nonnegative_int, default=1, help="fairseq's --seed")
+    parser.add_argument("--embed-dim", type=positive_int, default=64)
+    parser.add_argument("--ffn-dim", type=positive_int, default=128)
+    parser.add_argument("--heads", type=positive_int, default=4)
+    parser.add_argument("--layers", type=positive_int, default=2, help="encoder and decoder layers each")
+    parser.add_argument("--lr", type=positive_float, default=1e-3)
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="programs per update")
+    parser.add_argument("--beam", type=positive_int, default=1)
+    parser.add_argument("--threads", type=positive_int, default=1, help="torch threads of each fairseq process")
     return parser.parse_args(argv)
 
 
@@ -106,6 +110,8 @@ def write_data(a, text: Path) -> None:
     train = for2lam_pairs(a.data_seed, a.train)
     seen = {" ".join(source.leaves) for source, _ in train}
     test = [p for p in for2lam_pairs(a.data_seed + 1, a.test) if " ".join(p[0].leaves) not in seen]
+    if not test:  # fairseq-generate would die on the empty split, after the training
+        raise SystemExit(f"for2lam.py: error: all {a.test} test programs are training programs: give a larger --test")
     valid = for2lam_pairs(a.data_seed + 2, 100)
     for split, pairs in (("train", train), ("valid", valid), ("test", test)):
         (text / f"{split}.for").write_text("".join(" ".join(s.leaves) + "\n" for s, _ in pairs))
@@ -131,9 +137,28 @@ def run(argv: list[str], a, log_path: Path) -> str:
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     a = parse_args(argv)
+    if a.workdir is not None and a.workdir.exists() and not a.workdir.is_dir():
+        raise SystemExit(f"for2lam.py: error: --workdir {a.workdir} is a file: give a new or empty folder")
     workdir = a.workdir or Path(tempfile.mkdtemp(prefix="for2lam-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as held:
+        # Held from the check to the end (WORKDIR.lock, beside it), so that two runs at once cannot both find it empty.
+        try:
+            held.enter_context(output_lock(str(workdir), "--workdir"))
+        except ValueError as error:
+            raise SystemExit(f"for2lam.py: error: {error}") from None
+        # A run is not resumed: fairseq-train went on from a previous run's checkpoint_last.pt (a seed-2
+        # run reported 20 updates on a model of 40 begun with seed 1), and a refused run had rewritten text/.
+        if any(workdir.iterdir()):
+            raise SystemExit(f"for2lam.py: error: --workdir {workdir} is not empty (a previous run's?): this script "
+                             "does not resume a run; remove it or give another --workdir")
+        run_in(a, workdir)
+
+
+def run_in(a, workdir: Path) -> None:
+    """The run, in an empty ``workdir`` this process holds."""
     text, databin = workdir / "text", workdir / "data-bin"
-    text.mkdir(parents=True, exist_ok=True)
+    text.mkdir()
     write_data(a, text)
     tree2tree = a.system == "tree2tree"
     preprocess, source = (("tree_fairseq.cli.preprocess", "for") if tree2tree
