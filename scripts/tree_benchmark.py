@@ -45,6 +45,7 @@ from pathlib import Path
 
 import tree_fairseq
 from tree_fairseq.cli.argtypes import nonnegative_float, nonnegative_int, positive_int
+from tree_fairseq.cli.files import write_json
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.synthetic import get_parser as benchmark_parser
 from tree_fairseq.synthetic import make, score_translations
@@ -166,10 +167,7 @@ def run_one(data: Path, work: Path, name: str, seed: int, updates: int, max_len:
         result["curve"][result["updates"]] = result["exact_match"]
         for checkpoint in run_dir.glob("checkpoint_*_*.pt"):
             checkpoint.unlink()
-    # written whole or not at all: a result.json cut short by a kill would be read back as a finished run
-    partial = result_path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(result, indent=1))
-    os.replace(partial, result_path)
+    write_json(result_path, result)  # whole or not at all: one cut short by a kill would read as a finished run
     print(f"[{time.strftime('%H:%M:%S')}] {name} seed {seed}: exact match {result['exact_match']:.1f}%, "
           f"BLEU {result['bleu']:.1f} ({result['train_seconds']} s)", flush=True)
     return result
