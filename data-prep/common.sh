@@ -26,6 +26,9 @@ set -euo pipefail
 DATA_PREP_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$DATA_PREP_DIR/../scripts/usage.sh"
 TEXT_TOOLS=("${PYTHON:-python3}" "$DATA_PREP_DIR/text_tools.py")
+# One dictionary for both languages: a recipe's own default (set after sourcing this) or --joined-dictionary,
+# never an environment variable of the same name.
+JOINED=""
 THREADS=${THREADS:-$(nproc 2>/dev/null || echo 4)}
 
 say() { printf '==> %s\n' "$*"; }
@@ -38,7 +41,8 @@ usage() {
     cat <<EOF
 Options:
   --local DIR          use the tokenised text in DIR ({train,valid,test}.{$SRC,$TGT}, one sentence per
-                       line, after Moses tokenisation) instead of downloading and tokenising
+                       line, after Moses tokenisation) instead of downloading and tokenising; taken as
+                       it is: the download's cleaning, lowercasing and valid split are not applied
   --work DIR           where everything is written (default: ./$DATASET)
   --parser NAME        source trees: stanza (default, or \$TREE_FAIRSEQ_PARSER), spacy, bracketed,
                        conllu, balanced, left, right (see tree-fairseq-parse --help)
@@ -86,7 +90,6 @@ parse_args() {
     ON_FAILURE=error
     BPE=subword_nmt
     BPE_CODES=""
-    JOINED=${JOINED:-}
     while (($#)); do
         case $1 in
             --local) LOCAL=${2:?--local needs a directory}; shift 2 ;;

