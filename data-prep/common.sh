@@ -107,7 +107,7 @@ parse_args() {
             --bpe) BPE=${2:?}; shift 2 ;;
             --bpe-codes) BPE_CODES=${2:?}; shift 2 ;;
             --bpe-tokens) BPE_TOKENS=${2:?}; shift 2 ;;
-            --directions) DIRECTIONS=${2:?}; shift 2 ;;
+            --directions) DIRECTIONS=${2?--directions needs a list}; shift 2 ;;
             --joined-dictionary) JOINED=yes; shift ;;
             --workers) THREADS=${2:?}; shift 2 ;;
             -h|--help) usage; exit 0 ;;
@@ -146,6 +146,10 @@ parse_args() {
         *) die "unknown --bpe '$BPE': subword_nmt or sentencepiece" ;;
     esac
     [[ -z $BPE_CODES || -f $BPE_CODES ]] || die "--bpe-codes $BPE_CODES: no such file"
+    [[ -z $TREES_DIR || -d $TREES_DIR ]] || die "--trees-dir $TREES_DIR: no such directory"
+    [[ $THREADS =~ ^[1-9][0-9]*$ ]] || die "--workers '$THREADS' is not a positive whole number"
+    [[ $BPE_TOKENS =~ ^[1-9][0-9]*$ ]] || die "--bpe-tokens '$BPE_TOKENS' is not a positive whole number"
+    check_directions
     if [[ -n $LOCAL ]]; then
         [[ -d $LOCAL ]] || die "--local $LOCAL: no such directory"
         local split lang missing=() empty=()
@@ -180,6 +184,18 @@ parse_args() {
     WORK=$(cd "$WORK" && pwd)
     STEPS_DIR=$WORK/.steps
     mkdir -p "$STEPS_DIR" "$WORK/orig" "$WORK/tok" "$WORK/trees" "$WORK/bpe" "$WORK/data-bin"
+}
+
+# check_directions: every word of DIRECTIONS is SRC-TGT or TGT-SRC, and there is one.
+check_directions() {
+    local direction seen=()
+    [[ -n ${DIRECTIONS// /} ]] || die "--directions is empty: give $SRC-$TGT, $TGT-$SRC or both, separated by a space"
+    for direction in $DIRECTIONS; do
+        [[ $direction == "$SRC-$TGT" || $direction == "$TGT-$SRC" ]] || die "--directions: '$direction' is not" \
+            "$SRC-$TGT or $TGT-$SRC (this recipe's languages; several directions are separated by a space)"
+        [[ " ${seen[*]} " != *" $direction "* ]] || die "--directions: $direction given twice"
+        seen+=("$direction")
+    done
 }
 
 # step NAME CMD [ARGS...] [-- KEY...]: run CMD ARGS unless it finished before with the same
@@ -421,6 +437,9 @@ prepare() {
     for split in "${SPLITS[@]}"; do
         same_line_counts "tokenised $split" "$WORK/tok/$split."{$SRC,$TGT}
     done
+    # before the parse: a vocabulary larger than the text allows stops here, not after hours of parsing
+    step "learn-bpe" learn_bpe -- "$BPE" "$BPE_TOKENS" "$BPE_CODES" \
+        "$(fingerprint "$WORK/tok/train.$SRC" "$WORK/tok/train.$TGT" ${BPE_CODES:+"$BPE_CODES"})"
     local parser_version  # an upgraded parser or pipeline parses again
     parser_version=$("${TEXT_TOOLS[@]}" parser-version --parser "$PARSER" --spacy-model "$SPACY_MODEL")
     for lang in $(source_langs); do
@@ -435,8 +454,6 @@ prepare() {
                 ${HEADS:+"$WORK/trees/$split.heads.$lang"}
         done
     done
-    step "learn-bpe" learn_bpe -- "$BPE" "$BPE_TOKENS" "$BPE_CODES" \
-        "$(fingerprint "$WORK/tok/train.$SRC" "$WORK/tok/train.$TGT" ${BPE_CODES:+"$BPE_CODES"})"
     local model=$WORK/bpe/codes
     [[ $BPE == subword_nmt ]] || model=$WORK/bpe/spm.model
     for lang in "$SRC" "$TGT"; do

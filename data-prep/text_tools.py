@@ -30,6 +30,7 @@ Lines are lines ending in ``\\n`` only, for reading and writing. Every output is
 import argparse
 import json
 import os
+import re
 import sys
 from importlib import metadata
 
@@ -87,12 +88,19 @@ def lowercase(args) -> None:
 def spm_train(args) -> None:
     import sentencepiece as spm
 
-    spm.SentencePieceTrainer.train(
-        input=",".join(args.inputs), model_prefix=args.model_prefix + ".tmp", vocab_size=args.vocab_size,
-        model_type=args.model_type, character_coverage=1.0, normalization_rule_name="identity",
-        split_by_whitespace=True, input_sentence_size=args.input_sentence_size, shuffle_input_sentence=True,
-        bos_id=-1, eos_id=-1, unk_id=0, pad_id=-1, minloglevel=2,
-    )
+    try:
+        spm.SentencePieceTrainer.train(
+            input=",".join(args.inputs), model_prefix=args.model_prefix + ".tmp", vocab_size=args.vocab_size,
+            model_type=args.model_type, character_coverage=1.0, normalization_rule_name="identity",
+            split_by_whitespace=True, input_sentence_size=args.input_sentence_size, shuffle_input_sentence=True,
+            bos_id=-1, eos_id=-1, unk_id=0, pad_id=-1, minloglevel=2,
+        )
+    except RuntimeError as error:  # a vocabulary larger than the text allows: sentencepiece's message says how large
+        if "vocab_size" not in str(error) and "Vocabulary size" not in str(error):
+            raise
+        most = re.search(r"<= *(\d+)", str(error))
+        sys.exit(f"spm-train: --bpe-tokens {args.vocab_size} is larger than {' and '.join(args.inputs)} allow"
+                 f"{f' (at most {most.group(1)})' if most else ''}: give a smaller --bpe-tokens")
     for suffix in (".model", ".vocab"):
         os.replace(args.model_prefix + ".tmp" + suffix, args.model_prefix + suffix)
 

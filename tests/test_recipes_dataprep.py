@@ -44,7 +44,7 @@ def prepared(tmp_path_factory):
 def test_recipe_runs_every_step_to_a_data_bin(prepared):
     root, steps = prepared
     names = [step for step in steps if not step.startswith(("skip", "done", "iwslt14"))]
-    assert names == ["text", "check-text", "parse-train.de", "parse-valid.de", "parse-test.de", "learn-bpe",
+    assert names == ["text", "check-text", "learn-bpe", "parse-train.de", "parse-valid.de", "parse-test.de",
                      *[f"apply-bpe-{split}.{lang}" for lang in ("de", "en") for split in ("train", "valid", "test")],
                      "binarize-de-en"]
     databin = root / "work" / "data-bin" / "de-en"
@@ -65,7 +65,7 @@ def test_second_run_skips_every_step(prepared):
     steps = prepare(root / "text", root / "work")
     assert [step for step in steps if step.startswith("skip")] == [
         f"skip {name} (done)" for name in
-        ["text", "check-text", "parse-train.de", "parse-valid.de", "parse-test.de", "learn-bpe",
+        ["text", "check-text", "learn-bpe", "parse-train.de", "parse-valid.de", "parse-test.de",
          *[f"apply-bpe-{split}.{lang}" for lang in ("de", "en") for split in ("train", "valid", "test")],
          "binarize-de-en"]]
     assert snapshot(databin) == before
@@ -357,3 +357,33 @@ def test_help_says_local_text_is_taken_as_it_is(recipe):
     assert "cleaning, lowercasing and valid split are not applied" in " ".join(help_text.split())
     if recipe == "prepare-gigaword.sh":
         assert "a token over 1,000 characters" in " ".join(help_text.split())
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--directions", "en-fr"], "--directions: 'en-fr' is not de-en or en-de"),
+    (["--directions", "en"], "--directions: 'en' is not de-en or en-de"),
+    (["--directions", ""], "--directions is empty"),
+    (["--directions", "de-en,en-de"], "--directions: 'de-en,en-de' is not de-en or en-de"),
+    (["--workers", "0"], "--workers '0' is not a positive whole number"),
+    (["--workers", "x"], "--workers 'x' is not a positive whole number"),
+    (["--bpe-tokens", "-3"], "--bpe-tokens '-3' is not a positive whole number"),
+    (["--parser", "bracketed", "--trees-dir", "/nonexistent"], "--trees-dir /nonexistent: no such directory"),
+])
+def test_option_values_are_refused_before_any_step(tmp_path, flags, message):
+    """Each was found only where used: --workers 0 in a ZeroDivisionError, --directions en-de on
+    IWSLT'14 de-en after parsing and BPE, a missing --trees-dir in the parse step."""
+    write_tokenised_corpus(tmp_path / "text")
+    result = run_recipe(tmp_path / "text", tmp_path / "work", *flags)
+    assert result.returncode != 0
+    assert result.stderr.startswith(f"prepare-iwslt14.sh: error: {message}") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "work").exists()
+
+
+def test_a_sentencepiece_vocabulary_too_large_stops_before_parsing_in_one_line(tmp_path):
+    write_tokenised_corpus(tmp_path / "text")
+    result = run_recipe(tmp_path / "text", tmp_path / "work", "--bpe", "sentencepiece", "--bpe-tokens", "5000",
+                        "--directions", "de-en")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr and "--bpe-tokens 5000 is larger than" in result.stderr
+    assert "give a smaller --bpe-tokens" in result.stderr.splitlines()[-1]
+    assert not list((tmp_path / "work" / "trees").iterdir())
