@@ -165,25 +165,33 @@ parse_args() {
         ((${#missing[@]} == 0)) || die "--local $LOCAL lacks ${missing[*]} (tokenised text, one sentence per line)"
         # an empty train split stopped in subword-nmt's traceback, an empty valid one in fairseq-train's
         ((${#empty[@]} == 0)) || die "--local $LOCAL: ${empty[*]} empty (every split needs its sentences)"
-        # tok/ links to these files and the steps write WORK's folders: text inside one of them would be
-        # replaced (bpe/train.de by its BPE pieces) or removed (data-bin/). Resolved, so that a link or a
-        # relative path is caught too.
-        local inside real_local
-        real_local=$(realpath "$LOCAL")
-        for inside in orig tok raw trees bpe data-bin .steps; do
-            inside=$(realpath -m "$WORK/$inside")
-            [[ $real_local != "$inside" && $real_local != "$inside"/* ]] || die "--local $LOCAL lies inside" \
-                "$inside, which the recipe writes: put the text outside --work's orig/, tok/, raw/, trees/, bpe/," \
-                "data-bin/ and .steps/"
-        done
-        LOCAL=$(cd "$LOCAL" && pwd)
     fi
+    # tok/ links to --local's files and the steps write WORK's folders: the user's text or parser output
+    # there would be replaced (bpe/train.de by its BPE pieces, bpe/test.tree.en by a link) or removed
+    # (data-bin/), and --bpe-codes WORK/bpe/codes copied onto itself.
+    outside_work --local "$LOCAL"
+    outside_work --trees-dir "$TREES_DIR"
+    outside_work --bpe-codes "$BPE_CODES"
+    [[ -z $LOCAL ]] || LOCAL=$(cd "$LOCAL" && pwd)
     [[ -z $BPE_CODES ]] || BPE_CODES=$(cd "$(dirname "$BPE_CODES")" && pwd)/$(basename "$BPE_CODES")
     [[ -z $TREES_DIR ]] || TREES_DIR=$(cd "$TREES_DIR" && pwd)
     mkdir -p "$WORK"
     WORK=$(cd "$WORK" && pwd)
     STEPS_DIR=$WORK/.steps
     mkdir -p "$STEPS_DIR" "$WORK/orig" "$WORK/tok" "$WORK/trees" "$WORK/bpe" "$WORK/data-bin"
+}
+
+# outside_work OPTION PATH: stop when PATH (resolved, so that a link or a relative path is caught too)
+# lies inside one of the folders of WORK that the recipe writes.
+outside_work() {
+    [[ -n $2 ]] || return 0
+    local inside real
+    real=$(realpath -m "$2")
+    for inside in orig tok raw trees bpe data-bin .steps; do
+        inside=$(realpath -m "$WORK/$inside")
+        [[ $real != "$inside" && $real != "$inside"/* ]] || die "$1 $2 lies inside $inside, which the recipe" \
+            "writes: put it outside --work's orig/, tok/, raw/, trees/, bpe/, data-bin/ and .steps/"
+    done
 }
 
 # check_directions: every word of DIRECTIONS is SRC-TGT or TGT-SRC, and there is one.

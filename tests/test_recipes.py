@@ -131,7 +131,7 @@ def test_data_prep_refuses_a_local_dir_inside_a_folder_it_writes(tmp_path, insid
                       "--directions", "de-en", "--workers", "1"], cwd=tmp_path)
         assert result.returncode != 0
         assert result.stderr == (f"prepare-iwslt14.sh: error: --local {local} lies inside {work / inside.split('/')[0]}"
-                                 ", which the recipe writes: put the text outside --work's orig/, tok/, raw/, trees/, "
+                                 ", which the recipe writes: put it outside --work's orig/, tok/, raw/, trees/, "
                                  "bpe/, data-bin/ and .steps/\n")
     assert {path.name: path.read_text() for path in (work / inside).iterdir()} == before
     assert sorted(path.name for path in work.iterdir()) == [inside.split("/")[0]]  # nothing written

@@ -387,3 +387,23 @@ def test_a_sentencepiece_vocabulary_too_large_stops_before_parsing_in_one_line(t
     assert "Traceback" not in result.stderr and "--bpe-tokens 5000 is larger than" in result.stderr
     assert "give a smaller --bpe-tokens" in result.stderr.splitlines()[-1]
     assert not list((tmp_path / "work" / "trees").iterdir())
+
+
+@pytest.mark.parametrize("option", ["--trees-dir", "--bpe-codes"])
+def test_parser_output_or_codes_inside_work_are_refused(tmp_path, option):
+    """--trees-dir WORK/bpe had the user's trees replaced by links to trees/ (their parser output lost);
+    --bpe-codes WORK/bpe/codes ended in cp's 'are the same file'."""
+    write_tokenised_corpus(tmp_path / "text")
+    bpe = tmp_path / "work" / "bpe"
+    bpe.mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (bpe / f"{split}.tree.de").write_text("(S (X a))\n")
+    (bpe / "codes").write_text("#version: 0.2\n")
+    before = {path.name: path.read_text() for path in bpe.iterdir()}
+    given = {"--trees-dir": bpe, "--bpe-codes": bpe / "codes"}[option]
+    flags = ["--parser", "bracketed"] if option == "--trees-dir" else []
+    result = run_recipe(tmp_path / "text", tmp_path / "work", *flags, option, str(given), "--directions", "de-en")
+    assert result.returncode != 0
+    assert result.stderr == (f"prepare-iwslt14.sh: error: {option} {given} lies inside {bpe}, which the recipe "
+                             "writes: put it outside --work's orig/, tok/, raw/, trees/, bpe/, data-bin/ and .steps/\n")
+    assert {path.name: path.read_text() for path in bpe.iterdir()} == before
