@@ -152,19 +152,24 @@ parse_args() {
     check_directions
     if [[ -n $LOCAL ]]; then
         [[ -d $LOCAL ]] || die "--local $LOCAL: no such directory"
-        local split lang missing=() empty=()
+        local split lang missing=() empty=() unended=()
         for split in "${SPLITS[@]}"; do
             for lang in "$SRC" "$TGT"; do
                 if [[ ! -f $LOCAL/$split.$lang ]]; then
                     missing+=("$LOCAL/$split.$lang")
                 elif [[ ! -s $LOCAL/$split.$lang ]]; then
                     empty+=("$LOCAL/$split.$lang")
+                elif [[ -n $(tail -c 1 "$LOCAL/$split.$lang") ]]; then
+                    unended+=("$LOCAL/$split.$lang")
                 fi
             done
         done
         ((${#missing[@]} == 0)) || die "--local $LOCAL lacks ${missing[*]} (tokenised text, one sentence per line)"
         # an empty train split stopped in subword-nmt's traceback, an empty valid one in fairseq-train's
         ((${#empty[@]} == 0)) || die "--local $LOCAL: ${empty[*]} empty (every split needs its sentences)"
+        # wc -l and the tools count lines by their newline: the last sentence would be counted on one side only
+        ((${#unended[@]} == 0)) || die "--local $LOCAL: ${unended[*]} do(es) not end with a newline (the last" \
+            "sentence is unterminated): add one, e.g. echo >> FILE"
     fi
     # tok/ links to --local's files and the steps write WORK's folders: the user's text or parser output
     # there would be replaced (bpe/train.de by its BPE pieces, bpe/test.tree.en by a link) or removed

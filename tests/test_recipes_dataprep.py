@@ -407,3 +407,16 @@ def test_parser_output_or_codes_inside_work_are_refused(tmp_path, option):
     assert result.stderr == (f"prepare-iwslt14.sh: error: {option} {given} lies inside {bpe}, which the recipe "
                              "writes: put it outside --work's orig/, tok/, raw/, trees/, bpe/, data-bin/ and .steps/\n")
     assert {path.name: path.read_text() for path in bpe.iterdir()} == before
+
+
+def test_a_local_file_without_a_final_newline_is_refused_naming_it(tmp_path):
+    """The last line of test.de without its newline stopped at a line count naming WORK's link
+    (tok/test.de has 7 lines, tok/test.en 8), not the user's file nor what was wrong with it."""
+    write_tokenised_corpus(tmp_path / "text")
+    test = tmp_path / "text" / "test.de"
+    test.write_bytes(test.read_bytes()[:-1])
+    result = run_recipe(tmp_path / "text", tmp_path / "work", "--directions", "de-en")
+    assert result.returncode != 0
+    assert result.stderr.startswith(f"prepare-iwslt14.sh: error: --local {tmp_path / 'text'}: {test} do(es) not end "
+                                    "with a newline")
+    assert not (tmp_path / "work").exists()
