@@ -182,6 +182,12 @@ parse_args() {
     [[ -z $TREES_DIR ]] || TREES_DIR=$(cd "$TREES_DIR" && pwd)
     mkdir -p "$WORK"
     WORK=$(cd "$WORK" && pwd)
+    # One run at a time on a WORK: two wrote the same temporary files (bpe/codes.tmp) and one data-bin
+    # with splits of different codes. As scripts/train.sh: the lock is on a file opened for the script's
+    # life (and its programs'), so the kernel releases it however the run ends, a kill included.
+    exec {WORK_LOCK_FD}>>"$WORK/.lock"
+    flock -n "$WORK_LOCK_FD" || die "WORK $WORK is being prepared by another run (it holds $WORK/.lock):" \
+        "wait for it to end, or give another --work"
     STEPS_DIR=$WORK/.steps
     mkdir -p "$STEPS_DIR" "$WORK/orig" "$WORK/tok" "$WORK/trees" "$WORK/bpe" "$WORK/data-bin"
 }

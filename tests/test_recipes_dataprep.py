@@ -420,3 +420,23 @@ def test_a_local_file_without_a_final_newline_is_refused_naming_it(tmp_path):
     assert result.stderr.startswith(f"prepare-iwslt14.sh: error: --local {tmp_path / 'text'}: {test} do(es) not end "
                                     "with a newline")
     assert not (tmp_path / "work").exists()
+
+
+def test_a_second_run_on_a_work_being_prepared_is_refused(tmp_path):
+    """Two runs on one WORK collided on bpe/codes.tmp: one failed in a bare mv, the other exited 0
+    with a data-bin whose splits were BPE'd with different codes. WORK/.lock is held by a run for
+    its whole life; a second is refused naming WORK, and runs once the lock is free."""
+    import fcntl
+
+    write_tokenised_corpus(tmp_path / "text")
+    work = tmp_path / "work"
+    work.mkdir()
+    with open(work / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = run_recipe(tmp_path / "text", work, "--directions", "de-en")
+        assert result.returncode != 0
+        assert result.stderr == (f"prepare-iwslt14.sh: error: WORK {work} is being prepared by another run (it holds "
+                                 f"{work / '.lock'}): wait for it to end, or give another --work\n")
+        assert sorted(path.name for path in work.iterdir()) == [".lock"]
+    result = run_recipe(tmp_path / "text", work, "--directions", "de-en")
+    assert result.returncode == 0, result.stderr
