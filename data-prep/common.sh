@@ -16,9 +16,9 @@
 #                                           ({split}.ref.raw.{tgt}): the references of the scores
 #
 # Resumable, like make: every finished step leaves WORK/.steps/NAME holding its command line,
-# which includes the options it depends on and the size and mtime of its inputs; a step is skipped
-# when that file holds the same line. A step that runs again rewrites its outputs, so the steps that
-# read them run again too. WORK/.steps/source says where the text came from (the download or --local):
+# which includes the options it depends on and the fingerprints of its inputs; a step is skipped
+# when that file holds the same line and the files it writes are all there. A step that runs again
+# rewrites its outputs, so the steps that read them run again when they come out different. WORK/.steps/source says where the text came from (the download or --local):
 # a run from the other clears tok/, raw/ and the markers, and every step runs again (see claim_work).
 
 set -euo pipefail
@@ -217,12 +217,18 @@ check_directions() {
     done
 }
 
-# step NAME CMD [ARGS...] [-- KEY...]: run CMD ARGS unless it finished before with the same
-# arguments and keys. The keys are what the output depends on besides the arguments: options,
-# and the fingerprints of the input files.
+# step NAME [--out FILE]... CMD [ARGS...] [-- KEY...]: run CMD ARGS unless it finished before with the
+# same arguments and keys and every FILE it writes is still there (a step whose output was deleted runs
+# again; the steps that read it run again when it comes out different). The keys are what the output
+# depends on besides the arguments: options, and the fingerprints of the input files. The --out files
+# are no part of the marker's line.
 step() {
-    local name=$1
+    local name=$1 outputs=() missing=() output
     shift
+    while [[ ${1:-} == --out ]]; do
+        outputs+=("$2")
+        shift 2
+    done
     local command=() signature="$*"
     while (($#)) && [[ $1 != -- ]]; do
         command+=("$1")
@@ -230,8 +236,14 @@ step() {
     done
     local marker=$STEPS_DIR/$name
     if [[ -f $marker && "$(cat "$marker")" == "$signature" ]]; then
-        say "skip $name (done)"
-        return 0
+        for output in "${outputs[@]}"; do
+            [[ -e $output ]] || missing+=("${output#"$WORK"/}")
+        done
+        if ((${#missing[@]} == 0)); then
+            say "skip $name (done)"
+            return 0
+        fi
+        say "$name: done before, but ${missing[*]} missing: again"
     fi
     rm -f "$marker"
     say "$name"
@@ -424,6 +436,12 @@ binarize() {
             rm -f "$WORK/bpe/$split.heads.$src"
         fi
     done
+    # never a data-bin rebuilt without the raw reference it had (raw/ deleted since)
+    for split in "${SPLITS[@]}"; do
+        [[ -n $LOCAL || ! -f $dest/$split.ref.raw.$tgt || -f $WORK/raw/$split.$tgt ]] || die "$WORK/raw/$split.$tgt" \
+            "is missing, but $dest has its raw reference ($split.ref.raw.$tgt): rebuilding would lose it; run again" \
+            "from the download's step that writes raw/ (delete WORK/.steps/tokenize-$split)"
+    done
     rm -rf "$dest"  # a run cut short leaves a partial data-bin
     run tree-fairseq-preprocess --source-lang "$src" --target-lang "$tgt" \
         --trainpref "$WORK/bpe/train" --validpref "$WORK/bpe/valid" --testpref "$WORK/bpe/test" \
@@ -443,12 +461,15 @@ binarize() {
 prepare() {
     say "$DATASET: work directory $WORK"
     claim_work
-    local split lang direction inputs=()
+    local split lang direction inputs=() tok_outputs=()
     if [[ -n $LOCAL ]]; then
         for split in "${SPLITS[@]}"; do
-            for lang in "$SRC" "$TGT"; do inputs+=("$LOCAL/$split.$lang"); done
+            for lang in "$SRC" "$TGT"; do
+                inputs+=("$LOCAL/$split.$lang")
+                tok_outputs+=(--out "$WORK/tok/$split.$lang")
+            done
         done
-        step text link_local -- "$LOCAL" "$(fingerprint "${inputs[@]}")"
+        step text "${tok_outputs[@]}" link_local -- "$LOCAL" "$(fingerprint "${inputs[@]}")"
     else
         download_and_tokenize
     fi
@@ -457,7 +478,9 @@ prepare() {
         same_line_counts "tokenised $split" "$WORK/tok/$split."{$SRC,$TGT}
     done
     # before the parse: a vocabulary larger than the text allows stops here, not after hours of parsing
-    step "learn-bpe" learn_bpe -- "$BPE" "$BPE_TOKENS" "$BPE_CODES" \
+    local model=$WORK/bpe/codes
+    [[ $BPE == subword_nmt ]] || model=$WORK/bpe/spm.model
+    step "learn-bpe" --out "$model" learn_bpe -- "$BPE" "$BPE_TOKENS" "$BPE_CODES" \
         "$(fingerprint "$WORK/tok/train.$SRC" "$WORK/tok/train.$TGT" ${BPE_CODES:+"$BPE_CODES"})"
     local parser_version  # an upgraded parser or pipeline parses again
     parser_version=$("${TEXT_TOOLS[@]}" parser-version --parser "$PARSER" --spacy-model "$SPACY_MODEL")
@@ -466,33 +489,39 @@ prepare() {
             local parser_inputs=("$WORK/tok/$split.$lang")
             case $PARSER in bracketed|conllu) parser_inputs+=("$(parser_output "$split" "$lang")") ;; esac
             # The options a run leaves out add no key: a work directory parsed before they existed is kept.
-            step "parse-$split.$lang" parse_trees "$split" "$lang" -- "$PARSER" "$TREES_DIR" "$STANZA_DIR" \
+            step "parse-$split.$lang" --out "$WORK/trees/$split.tree.$lang" \
+                ${HEADS:+--out "$WORK/trees/$split.heads.$lang"} \
+                parse_trees "$split" "$lang" -- "$PARSER" "$TREES_DIR" "$STANZA_DIR" \
                 "$SPACY_MODEL" "$parser_version" "$DEPENDENCY_SHAPE" "$ON_FAILURE" "$(fingerprint "${parser_inputs[@]}")" \
                 ${STANZA_PACKAGE:+"stanza-package=$STANZA_PACKAGE"} $(heads_key)
             same_line_counts "parsed $split" "$WORK/tok/$split.$lang" "$WORK/trees/$split.tree.$lang" \
                 ${HEADS:+"$WORK/trees/$split.heads.$lang"}
         done
     done
-    local model=$WORK/bpe/codes
-    [[ $BPE == subword_nmt ]] || model=$WORK/bpe/spm.model
     for lang in "$SRC" "$TGT"; do
         for split in "${SPLITS[@]}"; do
-            step "apply-bpe-$split.$lang" apply_bpe "$split" "$lang" -- "$BPE" \
+            step "apply-bpe-$split.$lang" --out "$WORK/bpe/$split.$lang" apply_bpe "$split" "$lang" -- "$BPE" \
                 "$(fingerprint "$model" "$WORK/tok/$split.$lang")"
             same_line_counts "BPE'd $split" "$WORK/tok/$split.$lang" "$WORK/bpe/$split.$lang"
         done
     done
     for direction in $DIRECTIONS; do
-        local src=${direction%-*} tgt=${direction#*-} binarize_inputs=()
+        local src=${direction%-*} tgt=${direction#*-} dest=$WORK/data-bin/$direction binarize_inputs=() databin_outputs=()
         for split in "${SPLITS[@]}"; do
+            databin_outputs+=(--out "$dest/$split.$direction.$src.bin" --out "$dest/$split.$direction.$tgt.bin"
+                --out "$dest/$split.ref.$tgt")
             binarize_inputs+=("$WORK/bpe/$split.$src" "$WORK/bpe/$split.$tgt" "$WORK/trees/$split.tree.$src")
             [[ -z $HEADS ]] || binarize_inputs+=("$WORK/trees/$split.heads.$src")
             # the parser record, copied into the data-bin: another package or pipeline version can
             # give the same trees
             [[ ! -f $WORK/trees/$split.tree.$src.parser.json ]] || binarize_inputs+=("$WORK/trees/$split.tree.$src.parser.json")
-            [[ -n $LOCAL || ! -f $WORK/raw/$split.$tgt ]] || binarize_inputs+=("$WORK/raw/$split.$tgt")
+            if [[ -z $LOCAL && -f $WORK/raw/$split.$tgt ]]; then
+                binarize_inputs+=("$WORK/raw/$split.$tgt")
+                databin_outputs+=(--out "$dest/$split.ref.raw.$tgt")
+            fi
         done
-        step "binarize-$direction" binarize "$src" "$tgt" -- "$JOINED" "$(fingerprint "${binarize_inputs[@]}")" \
+        step "binarize-$direction" "${databin_outputs[@]}" \
+            binarize "$src" "$tgt" -- "$JOINED" "$(fingerprint "${binarize_inputs[@]}")" \
             $(heads_key)
     done
     say "done. data-bins:"

@@ -64,12 +64,21 @@ iwslt_tokenize_xml() {
 
 iwslt_download_and_tokenize() {
     download "$URL" "$WORK/orig/$ARCHIVE.tgz"
-    step extract run tar -xzf "$WORK/orig/$ARCHIVE.tgz" -C "$WORK/orig" -- "$(fingerprint "$WORK/orig/$ARCHIVE.tgz")"
+    step extract --out "$WORK/orig/$ARCHIVE" \
+        run tar -xzf "$WORK/orig/$ARCHIVE.tgz" -C "$WORK/orig" -- "$(fingerprint "$WORK/orig/$ARCHIVE.tgz")"
     local orig=$WORK/orig/$ARCHIVE
-    step tokenize-train iwslt_tokenize_train -- "${VALID_SETS[*]}" \
+    local train_outputs=(--out "$WORK/tok/train.$SRC" --out "$WORK/tok/train.$TGT")
+    ((${#VALID_SETS[@]})) || train_outputs+=(--out "$WORK/tok/valid.$SRC" --out "$WORK/tok/valid.$TGT")
+    local lang valid_outputs=() test_outputs=()
+    for lang in "$SRC" "$TGT"; do
+        valid_outputs+=(--out "$WORK/tok/valid.$lang" --out "$WORK/raw/valid.$lang")
+        test_outputs+=(--out "$WORK/tok/test.$lang" --out "$WORK/raw/test.$lang")
+    done
+    step tokenize-train "${train_outputs[@]}" iwslt_tokenize_train -- "${VALID_SETS[*]}" \
         "$(fingerprint "$orig/train.tags.$ARCHIVE."{$SRC,$TGT})"
     if ((${#VALID_SETS[@]})); then
-        step tokenize-valid iwslt_tokenize_xml valid "${VALID_SETS[@]}" -- "$(fingerprint "$orig/"*.xml)"
+        step tokenize-valid "${valid_outputs[@]}" \
+            iwslt_tokenize_xml valid "${VALID_SETS[@]}" -- "$(fingerprint "$orig/"*.xml)"
     fi
-    step tokenize-test iwslt_tokenize_xml test "${TEST_SETS[@]}" -- "$(fingerprint "$orig/"*.xml)"
+    step tokenize-test "${test_outputs[@]}" iwslt_tokenize_xml test "${TEST_SETS[@]}" -- "$(fingerprint "$orig/"*.xml)"
 }

@@ -72,8 +72,12 @@ copy_text() {
 
 download_and_tokenize() {
     download "$URL" "$WORK/orig/gigaword.archive"
-    step extract extract_archive -- "$(fingerprint "$WORK/orig/gigaword.archive")"
-    step text copy_text -- "$(fingerprint "$WORK/orig/org_data/"*.txt)"
+    step extract --out "$WORK/orig/org_data" extract_archive -- "$(fingerprint "$WORK/orig/gigaword.archive")"
+    local split lang text=()
+    for split in "${SPLITS[@]}"; do
+        for lang in "$SRC" "$TGT"; do text+=(--out "$WORK/tok/$split.$lang"); done
+    done
+    step text "${text[@]}" copy_text -- "$(fingerprint "$WORK/orig/org_data/"*.txt)"
 }
 
 parse_args "$@"

@@ -89,11 +89,16 @@ download_and_tokenize() {
         download "$url" "$WORK/orig/$(basename "$url")"
         archives+=("$WORK/orig/$(basename "$url")")
     done
-    step extract extract_all -- "$(fingerprint "${archives[@]}")"
-    local corpora=()
-    for corpus in "${CORPORA[@]}"; do corpora+=("$WORK/orig/$corpus".{$SRC,$TGT}); done
-    step tokenize-train tokenize_train -- "$(fingerprint "${corpora[@]}")"
-    step tokenize-test tokenize_test -- "$(fingerprint "$WORK/orig/test-full/newstest2014-deen-"*.sgm)"
+    local corpora=() corpus extracted=(--out "$WORK/orig/test-full")
+    for corpus in "${CORPORA[@]}"; do
+        corpora+=("$WORK/orig/$corpus".{$SRC,$TGT})
+        extracted+=(--out "$WORK/orig/$corpus.$SRC" --out "$WORK/orig/$corpus.$TGT")
+    done
+    step extract "${extracted[@]}" extract_all -- "$(fingerprint "${archives[@]}")"
+    step tokenize-train --out "$WORK/tok/train.$SRC" --out "$WORK/tok/train.$TGT" --out "$WORK/tok/valid.$SRC" \
+        --out "$WORK/tok/valid.$TGT" tokenize_train -- "$(fingerprint "${corpora[@]}")"
+    step tokenize-test --out "$WORK/tok/test.$SRC" --out "$WORK/tok/test.$TGT" --out "$WORK/raw/test.$SRC" \
+        --out "$WORK/raw/test.$TGT" tokenize_test -- "$(fingerprint "$WORK/orig/test-full/newstest2014-deen-"*.sgm)"
 }
 
 parse_args "$@"

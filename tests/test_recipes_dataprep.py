@@ -3,6 +3,7 @@ the tree_translation task, a second run skips every step, and a run cut short re
 was not finished."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -440,3 +441,24 @@ def test_a_second_run_on_a_work_being_prepared_is_refused(tmp_path):
         assert sorted(path.name for path in work.iterdir()) == [".lock"]
     result = run_recipe(tmp_path / "text", work, "--directions", "de-en")
     assert result.returncode == 0, result.stderr
+
+
+def test_a_step_whose_output_was_deleted_runs_again(tmp_path):
+    """The markers were trusted alone: with data-bin/de-en deleted the recipe said 'skip binarize (done)'
+    and 'done' with no data-bin; with trees/ deleted every later run failed at a line count."""
+    write_tokenised_corpus(tmp_path / "text")
+    work = tmp_path / "work"
+    assert run_recipe(tmp_path / "text", work, "--directions", "de-en").returncode == 0
+    databin = work / "data-bin" / "de-en"
+    before = {path.name: path.read_bytes() for path in databin.iterdir() if path.name != "preprocess.log"}
+    shutil.rmtree(databin)
+    result = run_recipe(tmp_path / "text", work, "--directions", "de-en")
+    assert result.returncode == 0, result.stderr
+    assert "==> binarize-de-en: done before, but data-bin/de-en/train.de-en.de.bin" in result.stdout
+    assert {path.name: path.read_bytes() for path in databin.iterdir() if path.name != "preprocess.log"} == before
+    shutil.rmtree(work / "trees")
+    result = run_recipe(tmp_path / "text", work, "--directions", "de-en")
+    assert result.returncode == 0, result.stderr
+    again = [line[4:] for line in result.stdout.splitlines() if line.startswith("==> ") and "skip" not in line]
+    assert [step for step in again if ":" not in step] == ["parse-train.de", "parse-valid.de", "parse-test.de"]
+    assert (work / "trees" / "train.tree.de").exists()

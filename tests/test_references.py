@@ -643,3 +643,20 @@ def test_a_work_of_the_download_and_local_text_by_turns_keeps_nothing_of_the_oth
     steps = run_iwslt_recipe(work)
     assert [step for step in steps if not step.startswith(("skip", "have", "done", "iwslt14"))] == [], steps
     assert (work / ".steps" / "source").read_text() == "download"
+
+
+def test_a_deleted_raw_folder_is_made_again_not_left_out_of_the_data_bin(tmp_path):
+    """With raw/ deleted, tokenize-test was skipped as done and binarize, its inputs changed, rebuilt
+    the data-bin without test.ref.raw.en: sacreBLEU then scored against the tokenised text. The step
+    whose outputs are missing runs again; the data-bin is left as it was."""
+    work = tmp_path / "work"
+    (work / "orig").mkdir(parents=True)
+    write_iwslt_archive(work / "orig" / "de-en.tgz")
+    run_iwslt_recipe(work)
+    databin = work / "data-bin" / "de-en"
+    before = {path.name: path.stat().st_mtime_ns for path in databin.iterdir()}
+    shutil.rmtree(work / "raw")
+    steps = run_iwslt_recipe(work)
+    assert "tokenize-test: done before, but raw/test.de raw/test.en missing: again" in steps
+    assert "skip binarize-de-en (done)" in steps
+    assert {path.name: path.stat().st_mtime_ns for path in databin.iterdir()} == before
