@@ -332,14 +332,14 @@ check_text() {
     run "${TEXT_TOOLS[@]}" check-text "${files[@]}"
 }
 
-# same_line_counts WHAT FILE...: stop unless the files have as many lines, so that no step has
-# shifted the sentence pairs.
+# same_line_counts WHAT FILE...: stop unless the files have as many lines (a last line without its
+# newline counted), so that no step has shifted the sentence pairs.
 same_line_counts() {
     local what=$1 file first=
     shift
     for file in "$@"; do
         local count
-        count=$(wc -l < "$file")
+        count=$(awk 'END { print NR }' "$file")
         if [[ -z $first ]]; then
             first=$count
         elif ((count != first)); then

@@ -48,13 +48,18 @@ extract_all() {
 
 # tok/ may hold links to a --local directory of an earlier run: never write through them.
 tokenize_train() {
-    local lang corpus
+    local lang corpus files
     rm -f "$WORK"/tok/{train,valid}.{$SRC,$TGT}
+    for corpus in "${CORPORA[@]}"; do
+        same_line_counts "corpus $corpus" "$WORK/orig/$corpus."{$SRC,$TGT}
+    done
     for lang in "$SRC" "$TGT"; do
-        echo "    \$ cat ${CORPORA[*]/%/.$lang} | text_tools.py one-line | sacremoses -l $lang normalize -c tokenize -a > orig/train.tok.$lang"
-        for corpus in "${CORPORA[@]}"; do
-            cat "$WORK/orig/$corpus.$lang"
-        done | "${TEXT_TOOLS[@]}" one-line | sacremoses -l "$lang" -j "$THREADS" -q normalize -c tokenize -a > "$WORK/orig/train.tok.$lang"
+        # joined by one-line, not cat: a corpus whose last line lacks its newline would glue it to the next's first
+        echo "    \$ text_tools.py one-line ${CORPORA[*]/%/.$lang} | sacremoses -l $lang normalize -c tokenize -a" \
+            "> orig/train.tok.$lang"
+        files=("${CORPORA[@]/#/$WORK/orig/}")
+        "${TEXT_TOOLS[@]}" one-line "${files[@]/%/.$lang}" |
+            sacremoses -l "$lang" -j "$THREADS" -q normalize -c tokenize -a > "$WORK/orig/train.tok.$lang"
     done
     run "${TEXT_TOOLS[@]}" clean --src-in "$WORK/orig/train.tok.$SRC" --tgt-in "$WORK/orig/train.tok.$TGT" \
         --src-out "$WORK/orig/train.clean.$SRC" --tgt-out "$WORK/orig/train.clean.$TGT" \

@@ -11,11 +11,12 @@
 - ``spm-train`` / ``spm-encode``: sentencepiece on already tokenised text, with the identity
   normalisation so that the pieces of each line spell its tokens exactly (tree-fairseq-preprocess
   checks this against the trees).
-- ``one-line``: standard input to standard output with every character that Python's text reading
-  (and so sacremoses, subword-nmt, our own tools) takes for a line break, other than ``\\n``, made a
-  space: a lone CR inside a line of one side would otherwise split it there and shift every later
-  pair. Every other whitespace character (tab, no-break space, ...) becomes a space too. Run before
-  the first tool that reads lines.
+- ``one-line``: standard input (or the FILEs, one after the other) to standard output, every line
+  ended by ``\\n`` (a last line without it too, so that files are joined line by line), with every
+  character that Python's text reading (and so sacremoses, subword-nmt, our own tools) takes for a
+  line break, other than ``\\n``, made a space: a lone CR inside a line of one side would otherwise
+  split it there and shift every later pair. Every other whitespace character (tab, no-break space,
+  ...) becomes a space too. Run before the first tool that reads lines.
 - ``parser-version``: prints the versions a parse step's trees depend on (the parser library and,
   for spaCy, the pipeline package or directory), so that the recipes parse again after an upgrade.
 - ``check-text``: stops naming the file and line of such a line break, of whitespace other than the
@@ -56,7 +57,7 @@ def clean(args) -> None:
     inputs = [read_lines(path) for path in [args.src_in, args.tgt_in] + args.also[0::2]]
     writers = [write_lines(path + ".tmp") for path in outputs]
     kept = total = 0
-    for lines in zip(*inputs, strict=True):
+    for lines in _same_lengths(inputs, [args.src_in, args.tgt_in] + args.also[0::2]):
         total += 1
         src, tgt = (" ".join(line.split()) for line in lines[:2])
         src_len, tgt_len = len(src.split()), len(tgt.split())
@@ -76,6 +77,18 @@ def clean(args) -> None:
     for path in outputs:
         os.replace(path + ".tmp", path)
     print(f"clean: kept {kept} of {total} pairs ({args.min}-{args.max} tokens, ratio <= {args.ratio})")
+
+
+def _same_lengths(files, paths):
+    """zip(files), stopping with a message naming each file and its line count when one ends first."""
+    try:
+        yield from zip(*files, strict=True)
+    except ValueError:
+        counts = []
+        for path in paths:
+            with read_lines(path) as f:
+                counts.append(f"{path} has {sum(1 for _ in f)}")
+        sys.exit(f"clean: the files are not parallel, {', '.join(counts)} lines")
 
 
 def lowercase(args) -> None:
@@ -116,12 +129,18 @@ def spm_encode(args) -> None:
 
 
 def one_line(args) -> None:
-    for number, raw in enumerate(sys.stdin.buffer, start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise ValueError(f"standard input line {number}: invalid UTF-8 ({error.reason} at byte {error.start})")
-        sys.stdout.buffer.write(line.translate(AS_SPACES).encode("utf-8"))
+    for name in args.files or ["-"]:
+        f = sys.stdin.buffer if name == "-" else open(name, "rb")
+        where = "standard input" if name == "-" else name
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{where} line {number}: invalid UTF-8 ({error.reason} at byte {error.start})")
+            # a last line without its newline ends here, not glued to the next file's first line
+            sys.stdout.buffer.write(line.removesuffix("\n").translate(AS_SPACES).encode("utf-8") + b"\n")
+        if f is not sys.stdin.buffer:
+            f.close()
 
 
 def check_text(args) -> None:
@@ -212,6 +231,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=spm_encode)
 
     p = commands.add_parser("one-line", help="stdin to stdout, every line break but LF made a space")
+    p.add_argument("files", nargs="*", metavar="FILE", help="read these one after the other, not stdin")
     p.set_defaults(run=one_line)
 
     p = commands.add_parser("parser-version", help="the versions a parse step's trees depend on")

@@ -462,3 +462,89 @@ def test_a_step_whose_output_was_deleted_runs_again(tmp_path):
     again = [line[4:] for line in result.stdout.splitlines() if line.startswith("==> ") and "skip" not in line]
     assert [step for step in again if ":" not in step] == ["parse-train.de", "parse-valid.de", "parse-test.de"]
     assert (work / "trees" / "train.tree.de").exists()
+
+
+def test_one_line_joins_files_line_by_line(tmp_path):
+    (tmp_path / "a").write_bytes(b"x y\nlast of a")
+    (tmp_path / "b").write_bytes(b"first of b\n")
+    result = text_tools("one-line", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"x y\nlast of a\nfirst of b\n"
+
+
+def test_clean_names_files_of_other_lengths_and_their_line_counts(tmp_path):
+    (tmp_path / "a").write_text("x\ny\nz\n")
+    (tmp_path / "b").write_text("p\nq\n")
+    result = text_tools("clean", "--src-in", str(tmp_path / "a"), "--tgt-in", str(tmp_path / "b"),
+                        "--src-out", str(tmp_path / "a.out"), "--tgt-out", str(tmp_path / "b.out"), "--max", "10")
+    assert result.returncode != 0
+    assert result.stderr.decode() == (f"clean: the files are not parallel, {tmp_path / 'a'} has 3, {tmp_path / 'b'} "
+                                      "has 2 lines\n")
+
+
+WMT_CORPORA = {"training/europarl-v7.de-en": "training-parallel-europarl-v7.tgz",
+               "commoncrawl.de-en": "training-parallel-commoncrawl.tgz",
+               "training/news-commentary-v9.de-en": "training-parallel-nc-v9.tgz"}
+
+
+def write_wmt_archives(orig: Path, edit=lambda name, text: text) -> list[str]:
+    """WMT'14's four archives, tiny (tagged pairs, a test set with typographic apostrophes), where
+    prepare-wmt14-en-de.sh's download() keeps them; edit(NAME, TEXT) may change a file's text.
+    Returns the German reference segments."""
+    import io
+    import tarfile
+
+    def archive(path, files):
+        with tarfile.open(path, "w:gz") as tar:
+            for name, text in files.items():
+                data = edit(name, text).encode("utf-8")
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+    orig.mkdir(parents=True)
+    for k, (corpus, name) in enumerate(WMT_CORPORA.items()):
+        en = [f"the cat sees {k} dog{i} ." for i in range(40)]
+        de = [f"die katze sieht {k} hund{i} ." for i in range(40)]
+        archive(orig / name, {f"{corpus}.en": "".join(line + "\n" for line in en),
+                              f"{corpus}.de": "".join(line + "\n" for line in de)})
+    en = [f"It\u2019s test {i} ." for i in range(6)]
+    de = [f"Das ist\u2019s Test {i} ." for i in range(6)]
+    sgm = lambda lines: "<srcset>\n" + "".join(f'<seg id="{i + 1}">{line}</seg>\n' for i, line in enumerate(lines)) \
+        + "</srcset>\n"  # noqa: E731
+    archive(orig / "test-full.tgz", {"test-full/newstest2014-deen-src.en.sgm": sgm(en),
+                                     "test-full/newstest2014-deen-ref.de.sgm": sgm(de)})
+    return de
+
+
+def run_wmt(work: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(ROOT / "data-prep" / "prepare-wmt14-en-de.sh"), "--work", str(work), "--parser", "balanced",
+         "--bpe-tokens", "30", "--workers", "1"], capture_output=True, text=True,
+        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+
+
+@pytest.mark.parametrize("sides", [("en",), ("en", "de")])
+def test_wmt_corpora_without_a_final_newline_are_joined_line_by_line(tmp_path, sides):
+    """cat glued Europarl's last line (no final newline) to Common Crawl's first: on one side only,
+    clean stopped in zip()'s 'argument 2 is longer than argument 1', naming no file; on both, the
+    glued pair was trained on."""
+    def edit(name, text):
+        return text[:-1] if name.startswith("training/europarl") and name.endswith(sides) else text
+    write_wmt_archives(tmp_path / "work" / "orig", edit)
+    result = run_wmt(tmp_path / "work")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    lines = (tmp_path / "work" / "orig" / "train.tok.en").read_text().splitlines()
+    assert len(lines) == 120 and "the cat sees 0 dog39 ." in lines and "the cat sees 1 dog0 ." in lines
+
+
+def test_wmt_corpus_of_other_lengths_is_refused_naming_the_files_and_counts(tmp_path):
+    def edit(name, text):
+        return text + "one more .\n" if name == "commoncrawl.de-en.de" else text
+    write_wmt_archives(tmp_path / "work" / "orig", edit)
+    result = run_wmt(tmp_path / "work")
+    assert result.returncode != 0
+    orig = tmp_path / "work" / "orig"
+    assert result.stderr.splitlines()[-1] == (
+        f"prepare-wmt14-en-de.sh: error: corpus commoncrawl.de-en: {orig / 'commoncrawl.de-en.de'} has 41 lines, "
+        f"{orig / 'commoncrawl.de-en.en'} has 40: the pairs no longer line up")
