@@ -322,6 +322,13 @@ link_local() {
     done
 }
 
+# straight_apostrophes: standard input to output with ’ as ' (fairseq's recipes do this before Moses
+# tokenisation). For the tokenised text only: the raw reference sacreBLEU scores against stays the
+# official text.
+straight_apostrophes() {
+    sed -e "s/\’/\'/g"
+}
+
 # check_text: every tokenised file has no line break inside a line (a lone CR would split the line
 # in every Python reader after this, one side only) and is valid UTF-8.
 check_text() {

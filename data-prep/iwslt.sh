@@ -8,7 +8,7 @@
 
 # The <seg> lines of an IWSLT xml file.
 iwslt_segments() {
-    grep '<seg id' "$1" | sed -e 's/<seg id="[0-9]*">\s*//g' -e 's/\s*<\/seg>\s*//g' -e "s/\’/\'/g" |
+    grep '<seg id' "$1" | sed -e 's/<seg id="[0-9]*">\s*//g' -e 's/\s*<\/seg>\s*//g' |
         "${TEXT_TOOLS[@]}" one-line
 }
 
@@ -55,8 +55,9 @@ iwslt_tokenize_xml() {
         for stem in "$@"; do
             iwslt_segments "$WORK/orig/$ARCHIVE/$stem.$ARCHIVE.$lang.xml"
         done > "$WORK/orig/$split.seg.$lang"
-        echo "    \$ sacremoses -l $lang tokenize < orig/$split.seg.$lang | lowercase > tok/$split.$lang"
-        sacremoses -l "$lang" -j "$THREADS" -q tokenize < "$WORK/orig/$split.seg.$lang" > "$WORK/orig/$split.tok.$lang"
+        echo "    \$ (’ as ') < orig/$split.seg.$lang | sacremoses -l $lang tokenize | lowercase > tok/$split.$lang"
+        straight_apostrophes < "$WORK/orig/$split.seg.$lang" |
+            sacremoses -l "$lang" -j "$THREADS" -q tokenize > "$WORK/orig/$split.tok.$lang"
         "${TEXT_TOOLS[@]}" lowercase "$WORK/orig/$split.tok.$lang" "$WORK/tok/$split.$lang"
         run "${TEXT_TOOLS[@]}" lowercase "$WORK/orig/$split.seg.$lang" "$WORK/raw/$split.$lang"
     done

@@ -81,10 +81,11 @@ tokenize_test() {
         [[ $lang != "$SRC" ]] || side=src
         echo "    \$ (<seg>s of newstest2014-deen-$side.$lang.sgm) | text_tools.py one-line > raw/test.$lang"
         grep '<seg id' "$WORK/orig/test-full/newstest2014-deen-$side.$lang.sgm" |
-            sed -e 's/<seg id="[0-9]*">\s*//g' -e 's/\s*<\/seg>\s*//g' -e "s/\’/\'/g" |
+            sed -e 's/<seg id="[0-9]*">\s*//g' -e 's/\s*<\/seg>\s*//g' |
             "${TEXT_TOOLS[@]}" one-line > "$WORK/raw/test.$lang"
-        echo "    \$ sacremoses -l $lang tokenize -a < raw/test.$lang > tok/test.$lang"
-        sacremoses -l "$lang" -j "$THREADS" -q tokenize -a < "$WORK/raw/test.$lang" > "$WORK/tok/test.$lang"
+        echo "    \$ (’ as ') < raw/test.$lang | sacremoses -l $lang tokenize -a > tok/test.$lang"
+        straight_apostrophes < "$WORK/raw/test.$lang" |
+            sacremoses -l "$lang" -j "$THREADS" -q tokenize -a > "$WORK/tok/test.$lang"
     done
 }
 

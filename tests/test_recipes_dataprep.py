@@ -548,3 +548,33 @@ def test_wmt_corpus_of_other_lengths_is_refused_naming_the_files_and_counts(tmp_
     assert result.stderr.splitlines()[-1] == (
         f"prepare-wmt14-en-de.sh: error: corpus commoncrawl.de-en: {orig / 'commoncrawl.de-en.de'} has 41 lines, "
         f"{orig / 'commoncrawl.de-en.en'} has 40: the pairs no longer line up")
+
+
+def test_wmt_raw_reference_keeps_the_official_apostrophes(tmp_path):
+    """raw/test.de (the data-bin's test.ref.raw.de, sacreBLEU's reference) had ’ replaced by ': the
+    replacement is for the tokenised copy only. tree-fairseq-score's check that the raw reference
+    spells the tokenised one compares letters and digits, so ’ against &apos; passes."""
+    from tree_fairseq.cli import score
+
+    segments = write_wmt_archives(tmp_path / "work" / "orig")
+    result = run_wmt(tmp_path / "work")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    databin = tmp_path / "work" / "data-bin" / "en-de"
+    assert (tmp_path / "work" / "raw" / "test.de").read_text().splitlines() == segments
+    assert (databin / "test.ref.raw.de").read_text().splitlines() == segments
+    tokenised = (tmp_path / "work" / "tok" / "test.de").read_text()
+    assert "\u2019" not in tokenised and "ist &apos; s" in tokenised
+    stored = score.stored_reference(str(databin), "test")
+    assert stored.raw == segments
+    score.check_raw_reference("raw", ["Das ist\u2019s Test ."], ["das ist &apos;s test ."], "tokenised")
+
+
+def test_iwslt_segments_keep_the_official_apostrophes(tmp_path):
+    """iwslt_segments (the raw reference's text) replaced ’ by '; only the tokenised copy does now."""
+    xml = tmp_path / "test.xml"
+    xml.write_text('<doc>\n<seg id="1"> It\u2019s here. </seg>\n</doc>\n')
+    script = (f'DATASET=x; source {ROOT}/data-prep/common.sh; source {ROOT}/data-prep/iwslt.sh; '
+              f'iwslt_segments {xml}; iwslt_segments {xml} | straight_apostrophes')
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "It\u2019s here.\nIt's here.\n"
