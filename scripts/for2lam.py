@@ -66,7 +66,7 @@ from pathlib import Path
 import tree_fairseq
 from tree_fairseq.cli import DefaultsHelpFormatter
 from tree_fairseq.cli.argtypes import nonnegative_int, positive_float, positive_int
-from tree_fairseq.cli.locking import output_lock
+from tree_fairseq.cli.locking import empty_folder
 from tree_fairseq.models.tree_pe_transformer import DECODER_POSITIONS
 from tree_fairseq.trees import TreeError
 from tree_fairseq.trees.for2lam_corpus import for2lam_pairs
@@ -137,21 +137,14 @@ def run(argv: list[str], a, log_path: Path) -> str:
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     a = parse_args(argv)
-    if a.workdir is not None and a.workdir.exists() and not a.workdir.is_dir():
-        raise SystemExit(f"for2lam.py: error: --workdir {a.workdir} is a file: give a new or empty folder")
     workdir = a.workdir or Path(tempfile.mkdtemp(prefix="for2lam-"))
-    workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as held:
-        # Held from the check to the end (WORKDIR.lock, beside it), so that two runs at once cannot both find it empty.
-        try:
-            held.enter_context(output_lock(str(workdir), "--workdir"))
-        except ValueError as error:
-            raise SystemExit(f"for2lam.py: error: {error}") from None
         # A run is not resumed: fairseq-train went on from a previous run's checkpoint_last.pt (a seed-2
         # run reported 20 updates on a model of 40 begun with seed 1), and a refused run had rewritten text/.
-        if any(workdir.iterdir()):
-            raise SystemExit(f"for2lam.py: error: --workdir {workdir} is not empty (a previous run's?): this script "
-                             "does not resume a run; remove it or give another --workdir")
+        try:
+            held.enter_context(empty_folder(str(workdir), "--workdir"))
+        except ValueError as error:
+            raise SystemExit(f"for2lam.py: error: {error}") from None
         run_in(a, workdir)
 
 

@@ -60,7 +60,7 @@ from pathlib import Path
 import tree_fairseq
 from tree_fairseq.cli import DefaultsHelpFormatter
 from tree_fairseq.cli.argtypes import nonnegative_int, positive_float, positive_int, probability
-from tree_fairseq.cli.locking import output_lock
+from tree_fairseq.cli.locking import empty_folder
 from tree_fairseq.trees import Tree, TreeError, parse_tree
 from tree_fairseq.trees.evaluation import bracket_f1, brackets
 from tree_fairseq.trees.linearize import (
@@ -251,20 +251,13 @@ def main(argv=None):
     logging.basicConfig(format="%(asctime)s %(message)s", level=logging.INFO, stream=sys.stderr)
     if not a.ptb.exists():
         raise SystemExit(f"{a.ptb} is absent: pass --ptb (NLTK's PTB sample, one tree per line)")
-    if a.workdir is not None and a.workdir.is_file():
-        raise SystemExit(f"--workdir {a.workdir} is a file: give a new or empty folder")
     workdir = a.workdir or Path(tempfile.mkdtemp(prefix="parse_as_translation_"))
-    workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as held:
-        # The lock (WORKDIR.lock, beside it) before the check: two runs at once both found it empty, and wrote
-        # each other's text, data-bins and checkpoints.
+        # two runs at once both found it empty, and wrote each other's text, data-bins and checkpoints
         try:
-            held.enter_context(output_lock(str(workdir), "--workdir"))
+            held.enter_context(empty_folder(str(workdir), "--workdir"))
         except ValueError as error:
             raise SystemExit(f"parse_as_translation.py: error: {error}") from None
-        if any(workdir.iterdir()):
-            raise SystemExit(f"--workdir {workdir} is not empty (a previous run's?): this script does not resume a "
-                             "run; remove it or give another --workdir")
         run_in(a, workdir)
 
 

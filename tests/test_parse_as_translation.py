@@ -31,7 +31,7 @@ def test_a_previous_runs_workdir_is_refused_before_anything_is_written(tmp_path,
     with pytest.raises(SystemExit) as exit_info:
         parse_as_translation.main(["--ptb", str(ptb), "--workdir", str(workdir), "--updates", "1"])
     message = str(exit_info.value.code)
-    assert message.startswith(f"--workdir {workdir} is not empty") and "another --workdir" in message
+    assert message.startswith(f"parse_as_translation.py: error: --workdir {workdir} is not empty") and "another --workdir" in message
     assert "\n" not in message
     assert _contents(workdir) == before
 

@@ -5,7 +5,6 @@ literal enumeration of every derivation), and the data-bins come out of the norm
 import importlib.util
 import itertools
 import math
-import random
 from collections import Counter, defaultdict
 from pathlib import Path
 

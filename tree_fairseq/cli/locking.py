@@ -35,6 +35,22 @@ def output_lock(output: str, option: str):
             pass
 
 
+@contextmanager
+def empty_folder(folder: str, option: str):
+    """Hold ``folder`` (made if absent) for the body of a run that does not resume: its lock is taken
+    before it is found empty, so two runs at once cannot both find it so. ValueError for a file, a
+    folder another run holds, or one not empty (a previous run's, whose checkpoint fairseq would go on
+    from)."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ValueError(f"{option} {folder} is a file: give a new or empty folder")
+    os.makedirs(folder, exist_ok=True)
+    with output_lock(folder, option):
+        if os.listdir(folder):
+            raise ValueError(f"{option} {folder} is not empty (a previous run's?): this script does not resume a "
+                             f"run; remove it or give another {option}")
+        yield
+
+
 def _acquire(lock: str, output: str, option: str) -> None:
     record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                          "command": " ".join(sys.argv)})
