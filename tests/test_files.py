@@ -121,3 +121,26 @@ def test_a_link_to_a_file_not_yet_written_is_that_file(tmp_path):
     assert not files.same_file(tmp_path / "other.json", tmp_path / "out.json")
     with pytest.raises(ValueError, match="is an input"):
         files.check_output("--json", str(tmp_path / "out.json"), [("--hyp", str(tmp_path / "link"))])
+
+
+@pytest.mark.parametrize("locked", [False, True])
+def test_an_output_that_is_a_link_is_written_at_the_file_it_leads_to(tmp_path, locked):
+    """Writing through a symlink changes the file it names and keeps the link a link (the rename
+    onto the link replaced it by a regular file, the file it named left stale); a dangling link,
+    to a file not yet written, makes that file."""
+    (tmp_path / "res").mkdir()
+    real = tmp_path / "res" / "real.json"
+    real.write_text("stale\n")
+    link, dangling = tmp_path / "link.json", tmp_path / "dangling.json"
+    link.symlink_to(Path("res") / "real.json")
+    dangling.symlink_to(tmp_path / "res" / "new.json")
+    files.write_json(link, {"score": 1}, locked=locked)
+    files.write_lines(dangling, ["a", "b"], locked=locked)
+    assert link.is_symlink() and os.readlink(link) == os.path.join("res", "real.json")
+    assert real.read_text() == '{\n "score": 1\n}\n'
+    assert dangling.is_symlink() and (tmp_path / "res" / "new.json").read_text() == "a\nb\n"
+    assert sorted(os.listdir(tmp_path / "res")) == ["new.json", "real.json"]
+    # check_output looks for the folder of the file the link leads to
+    (tmp_path / "nowhere.json").symlink_to(tmp_path / "no-folder" / "out.json")
+    with pytest.raises(ValueError, match=f"no folder {tmp_path / 'no-folder'} to write it in"):
+        files.check_output("--json", str(tmp_path / "nowhere.json"), [])

@@ -9,7 +9,8 @@ as one of them whole, never a mix of both; refusing the second run is the caller
 :func:`tree_fairseq.cli.locking.output_lock`). A caller that holds such a lock may use the fixed
 name ``PATH.tmp`` instead (``locked=True``), which the next run finds and removes after a SIGKILL.
 The file gets the permissions ``open()`` would give it (0666 less the umask), not the 0600 of a
-temporary file.
+temporary file. A path that is a symlink (also one to a file not yet written) is written at the file
+it leads to, so the link stays a link and the file it names is the one that changes.
 
 Only the standard library is imported (and :mod:`tree_fairseq.cli.termination`, which is too).
 """
@@ -43,7 +44,8 @@ def replacing(path, locked: bool = False) -> Iterator[str]:
     """A path beside ``path`` for the body to write; renamed onto ``path`` when the body ends
     without an exception, removed otherwise. With ``locked`` the caller holds the output's lock (no
     other run writes there) and the partial file is ``PATH.tmp``: a name the next run can find and
-    remove when a run was killed outright."""
+    remove when a run was killed outright. A link is followed: the file it leads to is replaced."""
+    path = os.path.realpath(path)
     if locked:
         partial = os.fspath(path) + ".tmp"
     else:
@@ -134,7 +136,7 @@ def check_output(option: str, output, inputs) -> None:
     if os.path.exists(output) and not os.path.isfile(output) or leads_to_a_device(output):
         raise ValueError(f"{option} {output} is {'a folder' if os.path.isdir(output) else 'not a plain file'}: "
                          "name a file")
-    folder = os.path.dirname(os.path.abspath(output))
+    folder = os.path.dirname(os.path.realpath(output))  # where replacing() writes: links followed
     if not os.path.isdir(folder):
         raise ValueError(f"{option} {output}: no folder {folder} to write it in")
     for given, path in inputs:
