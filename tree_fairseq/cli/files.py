@@ -17,6 +17,7 @@ Only the standard library is imported (and :mod:`tree_fairseq.cli.termination`, 
 
 import json
 import os
+import shlex
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,8 +74,9 @@ def write_text(path, text: str, locked: bool = False) -> None:
 
 def read_lines(path: str) -> list[str]:
     """The lines of a file (split at newlines only), trailing whitespace stripped as sacreBLEU's
-    command line strips it. Bytes that are not UTF-8 and a carriage return inside a line (which
-    would split it in two where ``wc -l`` counts one) are refused, naming the line."""
+    command line strips it. Bytes that are not UTF-8, a carriage return inside a line (which
+    would split it in two where ``wc -l`` counts one) and a byte-order mark (read as part of the
+    first word) are refused, naming the line."""
     with open(path, "rb") as f:
         data = f.read()
     try:
@@ -83,6 +85,9 @@ def read_lines(path: str) -> list[str]:
         line = data.count(b"\n", 0, error.start) + 1
         raise ValueError(f"{path} line {line}: bytes that are not UTF-8 ({data[error.start:error.end]!r}): "
                          "give UTF-8 text") from None
+    if text.startswith("\ufeff"):  # read as part of the first word: that sentence scored against another word
+        raise ValueError(f"{path} line 1 starts with a UTF-8 byte-order mark (bytes EF BB BF): remove it, "
+                         f"e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' {shlex.quote(path)}")
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
