@@ -1,19 +1,24 @@
 """argparse types of a number in a range, the one place the plugin's command lines spell them: a
 value outside, or text that is no such number, is refused by argparse before anything runs, in
 one line naming the option and the range (``argument --short: '0': a whole number, 1 or more``),
-never read as "none", as a count from the end or as fairseq's "no limit".
+never read as "none", as a count from the end or as fairseq's "no limit". Only ASCII digits are
+numbers (Python's int() and float() also take '1_000', other scripts' digits and spaces around).
 
 Only the standard library is imported.
 """
 
 import argparse
 import math
+import re
+
+_WHOLE = re.compile(r"-?[0-9]+")
+_REAL = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")
 
 
 def _whole(text: str, low: int, what: str) -> int:
     try:
-        value = int(text)
-    except ValueError:
+        value = int(text) if _WHOLE.fullmatch(text) else None
+    except ValueError:  # more digits than int() reads
         value = None
     if value is None or value < low:
         raise argparse.ArgumentTypeError(f"{text!r}: {what}")
@@ -21,10 +26,7 @@ def _whole(text: str, low: int, what: str) -> int:
 
 
 def _real(text: str, inside, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = float(text) if _REAL.fullmatch(text) else math.nan
     if not math.isfinite(value) or not inside(value):
         raise argparse.ArgumentTypeError(f"{text!r}: {what}")
     return value
