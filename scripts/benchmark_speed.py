@@ -80,7 +80,7 @@ logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.
 
 # the measurements and the report (importing it registers the plugin with fairseq)
 from tree_fairseq.analysis.benchmark_speed import measure, report, summary  # noqa: E402
-from tree_fairseq.cli.argtypes import nonnegative_int, positive_int, probability  # noqa: E402
+from tree_fairseq.cli.argtypes import nonnegative_int, positive_int, probability, seed  # noqa: E402
 from tree_fairseq.cli.files import check_output, write_json  # noqa: E402
 
 
@@ -131,7 +131,7 @@ def parse_args(argv=None):
     sweep.add_argument("--lengths", type=lengths, default="16,32,64,128,256",
                        help="source lengths in tokens (default: 16,...,256)")
     sweep.add_argument("--sweep-batch-size", type=positive_int, default=16, help="sentences per batch (default: 16)")
-    parser.add_argument("--seed", type=nonnegative_int, default=1)
+    parser.add_argument("--seed", type=seed, default=1)
     parser.add_argument("--cpu", action="store_true", help="use the CPU even when CUDA is available")
     parser.add_argument("--threads", type=positive_int, help="torch.set_num_threads (default: torch's choice)")
     parser.add_argument("--json", metavar="PATH",

@@ -65,7 +65,7 @@ from pathlib import Path
 
 import tree_fairseq
 from tree_fairseq.cli import DefaultsHelpFormatter
-from tree_fairseq.cli.argtypes import nonnegative_int, positive_float, positive_int
+from tree_fairseq.cli.argtypes import positive_float, positive_int, seed
 from tree_fairseq.cli.locking import empty_folder
 from tree_fairseq.models.tree_pe_transformer import DECODER_POSITIONS
 from tree_fairseq.trees import TreeError
@@ -85,7 +85,7 @@ def parse_args(argv=None):
                                                       "(default: a new temporary directory)")
     parser.add_argument("--train", type=positive_int, default=4000, help="training programs")
     parser.add_argument("--test", type=positive_int, default=200, help="test programs (before removing duplicates)")
-    parser.add_argument("--data-seed", type=nonnegative_int, default=1, help="seed of the generator")
+    parser.add_argument("--data-seed", type=seed, default=1, help="seed of the generator")
     parser.add_argument("--system", choices=SYSTEMS, default="tree2tree",
                         help="tree2tree: tree_pe_tree2tree, source tree to target tree; transformer: fairseq's "
                              "transformer (--task translation), linearised source to linearised target")
@@ -94,7 +94,7 @@ def parse_args(argv=None):
     parser.add_argument("--decoder-positions", choices=DECODER_POSITIONS, default="symbol",
                         help="the model's --tree-pe-decoder-positions (symbol: the paper's)")
     parser.add_argument("--updates", type=positive_int, default=600)
-    parser.add_argument("--seed", type=nonnegative_int, default=1, help="fairseq's --seed")
+    parser.add_argument("--seed", type=seed, default=1, help="fairseq's --seed")
     parser.add_argument("--embed-dim", type=positive_int, default=64)
     parser.add_argument("--ffn-dim", type=positive_int, default=128)
     parser.add_argument("--heads", type=positive_int, default=4)

@@ -197,7 +197,7 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--save-interval", type=argtypes.positive_int, default=None,
                         help="save the checkpoint every N updates (default: 100; not with --until-converged, "
                              "which saves at every epoch's end)")
-    parser.add_argument("--seed", type=argtypes.nonnegative_int, default=1,
+    parser.add_argument("--seed", type=argtypes.seed, default=1,
                         help="seed of training and of the random-tree baseline (default: %(default)s)")
     parser.add_argument("--min-layer", type=argtypes.nonnegative_int, default=3,
                         help="Algorithm 1's minimum layer m, layers numbered from 0 (default: %(default)s, the "
@@ -224,7 +224,7 @@ def get_parser() -> argparse.ArgumentParser:
                                 f"(default: {DEFAULT_EXTRA_TEXT})")
     converged.add_argument("--valid-fraction", type=argtypes.fraction, default=0.1,
                            help="share of the trees' sentences held out for validation (default: %(default)s)")
-    converged.add_argument("--valid-seed", type=argtypes.nonnegative_int, default=1,
+    converged.add_argument("--valid-seed", type=argtypes.seed, default=1,
                            help="seed of the held-out draw, the same for every --seed (default: %(default)s)")
     converged.add_argument("--patience", type=argtypes.positive_int, default=5,
                            help="stop after this many epochs without a lower validation loss (default: %(default)s)")

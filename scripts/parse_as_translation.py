@@ -59,7 +59,7 @@ from pathlib import Path
 
 import tree_fairseq
 from tree_fairseq.cli import DefaultsHelpFormatter
-from tree_fairseq.cli.argtypes import nonnegative_int, positive_float, positive_int, probability
+from tree_fairseq.cli.argtypes import positive_float, positive_int, probability, seed
 from tree_fairseq.cli.locking import empty_folder
 from tree_fairseq.trees import Tree, TreeError, parse_tree
 from tree_fairseq.trees.evaluation import bracket_f1, brackets
@@ -88,7 +88,7 @@ def parse_args(argv=None):
     parser.add_argument("--workdir", type=Path, help="where data, data-bins, checkpoints and outputs go "
                                                       "(default: a new temporary directory)")
     parser.add_argument("--updates", type=positive_int, default=1000, help="training updates of each model")
-    parser.add_argument("--seed", type=nonnegative_int, default=1, help="fairseq's --seed for both trainings")
+    parser.add_argument("--seed", type=seed, default=1, help="fairseq's --seed for both trainings")
     parser.add_argument("--order", choices=TREE_ORDERS, default="depth_first", help="the tree decoder's order")
     parser.add_argument("--leaves", choices=("xx", "words"), default="xx",
                         help=f"target leaves: {PLACEHOLDER} for every word, or the words themselves")

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 import tree_fairseq
-from tree_fairseq.cli.argtypes import nonnegative_float, nonnegative_int, positive_int
+from tree_fairseq.cli.argtypes import nonnegative_float, positive_int, seed
 from tree_fairseq.cli.files import write_json
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.synthetic import get_parser as benchmark_parser
@@ -210,7 +210,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--work", type=Path, help="benchmark data, runs and results")
-    parser.add_argument("--seeds", type=nonnegative_int, nargs="+", default=[1, 2, 3],
+    parser.add_argument("--seeds", type=seed, nargs="+", default=[1, 2, 3],
                         help="training seeds (default 1 2 3)")
     parser.add_argument("--updates", type=positive_int, default=800, help="updates per model (default %(default)s)")
     parser.add_argument("--minutes", type=nonnegative_float, default=0,
@@ -222,7 +222,7 @@ def main(argv=None) -> None:
                         "without --leaf-weight-per-head, where those runs are asked for)")
     parser.add_argument("--curve-every", type=positive_int, default=200, help="updates between curve points")
     parser.add_argument("--jobs", type=positive_int, default=1, help="runs at once, one thread each (default 1)")
-    parser.add_argument("--data-seed", type=nonnegative_int,
+    parser.add_argument("--data-seed", type=seed,
                         help="seed of the benchmark data WORK/data is made with (default 1); a WORK whose data "
                         "has another seed is refused")
     parser.add_argument("--table", type=Path, help="also write the table (Markdown) to this file")

@@ -2,12 +2,16 @@
 in one line naming the value and the range."""
 
 import argparse
+import importlib
+import importlib.util
+from pathlib import Path
 
 import pytest
 
 from tree_fairseq.cli import argtypes
 
 WHOLE = [argtypes.positive_int, argtypes.nonnegative_int]
+ROOT = Path(__file__).resolve().parents[1]
 REAL = [argtypes.positive_float, argtypes.nonnegative_float, argtypes.probability, argtypes.fraction]
 
 
@@ -38,3 +42,48 @@ def test_plain_numbers_are_still_read():
         argtypes.nonnegative_int("-1")
     with pytest.raises(argparse.ArgumentTypeError, match=r"^'-0.5': a number from 0 to 1$"):
         argtypes.probability("-0.5")
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(f"{name}_script", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _parse(name: str):
+    """A function that parses a command line of ``name`` (a script's, or a module's get_parser)."""
+    if name in ("for2lam", "parse_as_translation", "benchmark_speed"):
+        return _script(name).parse_args
+    if name == "tree_benchmark":
+        return _script(name).main
+    if name == "induce_trees":
+        return _script(name).get_parser().parse_args
+    return importlib.import_module(name).get_parser().parse_args
+
+
+SEEDS = [("for2lam", "--seed"), ("for2lam", "--data-seed"), ("parse_as_translation", "--seed"),
+         ("benchmark_speed", "--seed"), ("tree_benchmark", "--seeds"), ("tree_benchmark", "--data-seed"),
+         ("induce_trees", "--seed"), ("induce_trees", "--valid-seed"), ("tree_fairseq.synthetic", "--seed"),
+         ("tree_fairseq.analysis.same_batches", "--seed"), ("tree_fairseq.cli.parse", "--heads-seed"),
+         ("tree_fairseq.cli.compare", "--seed"), ("tree_fairseq.cli.score", "--seed")]
+
+
+@pytest.mark.parametrize("name, option", SEEDS)
+def test_every_seed_option_is_refused_beyond_numpys_range_on_the_command_line(name, option, capsys):
+    """A seed of 2**32 or more was accepted, then failed in numpy's traceback at fairseq-train (after
+    the workdir was written); tree-fairseq-score --seed -1 printed numpy's message without the option."""
+    parse = _parse(name)
+    for value in ("4294967296", "-1"):
+        with pytest.raises(SystemExit) as exit_info:
+            parse([option, value])
+        assert exit_info.value.code == 2
+        assert f"argument {option}: {value!r}: a whole number from 0 to 4294967295 (2**32 - 1)" \
+            in capsys.readouterr().err
+
+
+def test_a_seed_is_a_whole_number_from_0_to_2_to_the_32_less_1():
+    assert argtypes.seed("0") == 0 and argtypes.seed("4294967295") == 2**32 - 1
+    for text in ("4294967296", "-1", "1_0", " 1", "1.0"):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"^'.*': a whole number from 0 to 4294967295 \("):
+            argtypes.seed(text)

@@ -476,7 +476,7 @@ def test_by_length_notes_a_group_of_few_sentences(results, tmp_path, capsys):
     (["--by-length", "10"], "--by-length needs --source"),
     (["--source", "x.txt"], "--source is read for --by-length only"),
     (["--plot", "x.jpg"], "--plot x.jpg: name a .png, .pdf, .svg file"),
-    (["--seed", "-1"], "--seed -1: the bootstrap's seed is 0 or more"),
+    (["--seed", "-1"], "argument --seed: '-1': a whole number from 0 to 4294967295 (2**32 - 1)"),
 ])
 def test_by_length_and_plot_options_refused_in_one_line(results, argv, message, capsys):
     with pytest.raises(SystemExit):

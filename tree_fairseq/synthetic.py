@@ -44,7 +44,7 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass
 
-from tree_fairseq.cli.argtypes import nonnegative_int, positive_int, probability
+from tree_fairseq.cli.argtypes import positive_int, probability, seed
 
 SPLITS = ("train", "valid", "test")
 TREE_KINDS = ("gold", "balanced", "left", "right")
@@ -270,7 +270,7 @@ def get_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", required=True,
                         help="output directory: a new or empty one, or one holding the benchmark of the same settings")
-    parser.add_argument("--seed", type=nonnegative_int, default=defaults.seed,
+    parser.add_argument("--seed", type=seed, default=defaults.seed,
                         help="everything follows from it (default %(default)s)")
     parser.add_argument("--vocab-size", type=positive_int, default=defaults.vocab_size,
                         help="source (and target) words (default %(default)s)")

@@ -135,7 +135,7 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("databin", metavar="DATA-BIN")
     parser.add_argument("-s", "--source-lang", required=True)
     parser.add_argument("-t", "--target-lang", required=True)
-    parser.add_argument("--seed", type=argtypes.nonnegative_int, required=True, help="the run's --seed (common.seed)")
+    parser.add_argument("--seed", type=argtypes.seed, required=True, help="the run's --seed (common.seed)")
     parser.add_argument("--epochs", type=argtypes.positive_int,
                         help="epochs to compare (default: the last epoch of --log's train_inner lines)")
     parser.add_argument("--max-tokens", type=argtypes.positive_int, default=4096,

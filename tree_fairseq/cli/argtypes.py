@@ -15,12 +15,12 @@ _WHOLE = re.compile(r"-?[0-9]+")
 _REAL = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")
 
 
-def _whole(text: str, low: int, what: str) -> int:
+def _whole(text: str, low: int, what: str, high: int | None = None) -> int:
     try:
         value = int(text) if _WHOLE.fullmatch(text) else None
     except ValueError:  # more digits than int() reads
         value = None
-    if value is None or value < low:
+    if value is None or value < low or high is not None and value > high:
         raise argparse.ArgumentTypeError(f"{text!r}: {what}")
     return value
 
@@ -38,8 +38,16 @@ def positive_int(text: str) -> int:
 
 
 def nonnegative_int(text: str) -> int:
-    """A count, an index or a seed: 0 or more."""
+    """A count or an index: 0 or more."""
     return _whole(text, 0, "a whole number, 0 or more")
+
+
+SEED_MAX = 2**32 - 1
+
+
+def seed(text: str) -> int:
+    """A random seed: what numpy's generator takes (fairseq seeds it), 0 to 2**32 - 1."""
+    return _whole(text, 0, f"a whole number from 0 to {SEED_MAX} (2**32 - 1)", SEED_MAX)
 
 
 def positive_float(text: str) -> float:

@@ -59,6 +59,7 @@ import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
+from tree_fairseq.cli import argtypes
 from tree_fairseq.cli.files import check_output, read_lines, replacing, same_file, write_json
 from tree_fairseq.trees.subwords import subword_marks
 
@@ -98,7 +99,7 @@ def get_parser() -> argparse.ArgumentParser:
                         help="compare system A with system B, reported as A - B (repeatable)")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N",
                         help="bootstrap replicates, also sacreBLEU's --paired-bs-n (default: 1000)")
-    parser.add_argument("--seed", type=int, default=12345,
+    parser.add_argument("--seed", type=argtypes.seed, default=12345,
                         help="seed of the bootstrap over runs and sentences (default: 12345); sacreBLEU's own "
                         "paired bootstrap keeps its seed (SACREBLEU_SEED, default 12345)")
     parser.add_argument("--json", metavar="FILE",
@@ -574,8 +575,6 @@ def main(argv: list[str] | None = None) -> None:
     for flag, value in (("--json", args.json), ("--plot", args.plot), ("--source", args.source)):
         if value is not None and not value.strip():
             parser.error(f"{flag}: give a file name (an empty one would be the default's)")
-    if args.seed < 0:
-        parser.error(f"--seed {args.seed}: the bootstrap's seed is 0 or more")
     if args.by_length is not None and args.source is None:
         parser.error("--by-length needs --source, the test set's source side (the lengths are its words)")
     if args.plot is not None:

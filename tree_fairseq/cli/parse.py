@@ -151,7 +151,8 @@ def get_parser() -> argparse.ArgumentParser:
                         "word's parent is the next word, the last word the root), previous (the previous word, "
                         "the first the root), random (a random projective tree drawn from the line's words and "
                         "--heads-seed: the same line gets the same tree)")
-    parser.add_argument("--heads-seed", type=int, default=1, help="seed of --heads-control random (default 1)")
+    parser.add_argument("--heads-seed", type=argtypes.seed, default=1,
+                        help="seed of --heads-control random (default 1)")
     parser.add_argument("--join-heads", nargs="+", metavar="PART_HEADS",
                         help="with --join of parts parsed with --heads: their heads files, in the same order, "
                         "joined into --heads")

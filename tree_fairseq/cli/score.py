@@ -63,6 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tree_fairseq.cli import argtypes
 from tree_fairseq.cli.files import check_output, read_lines, same_file, write_json, write_lines
 from tree_fairseq.trees.subwords import SUBWORD_MARKS, dictionary_subword_format, remove_subwords, spelling
 
@@ -92,7 +93,7 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--metrics", nargs="+", choices=METRICS, default=["sacrebleu", "tokbleu"],
                         help="what to compute (default: sacrebleu tokbleu)")
     parser.add_argument("--no-stemmer", action="store_true", help="ROUGE without the Porter stemmer")
-    parser.add_argument("--seed", type=int, default=1, help="seed of ROUGE's bootstrap interval (default: 1)")
+    parser.add_argument("--seed", type=argtypes.seed, default=1, help="seed of ROUGE's bootstrap interval (default: 1)")
     parser.add_argument("--write-text", metavar="PREFIX",
                         help="also write PREFIX.hyp, PREFIX.ref (tokenised) and PREFIX.hyp.detok, "
                         "PREFIX.ref.detok, e.g. to check with sacrebleu's own command line")
