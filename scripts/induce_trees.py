@@ -130,7 +130,7 @@ import tree_fairseq
 from tree_fairseq.analysis import induction
 from tree_fairseq.analysis.induction import WORD_FILTERS
 from tree_fairseq.cli import argtypes, files, patience
-from tree_fairseq.cli.locking import output_lock
+from tree_fairseq.cli.locking import make_folder, output_lock
 from tree_fairseq.compat.checkpoints import load_checkpoint, newest_readable_checkpoint
 from tree_fairseq.modules.constituent_attention import unsupervised_parse
 from tree_fairseq.trees import trivial_tree
@@ -375,12 +375,12 @@ def main(argv=None) -> None:
             sys.exit(f"induce_trees.py: error: {error}")
         return
     gold, sentences = read_sentences(args)
-    args.workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as held:
         try:
+            make_folder(args.workdir, "--workdir")
             held.enter_context(output_lock(str(args.workdir), "--workdir"))
             claim_workdir(args)
-        except ValueError as error:  # another run holds the workdir, or it is another run's
+        except ValueError as error:  # a workdir that cannot be made, another run holds it, or it is another run's
             sys.exit(f"induce_trees.py: error: {error}")
         databin = prepare_data(args, sentences)
         save_dir = args.workdir / "checkpoints"
@@ -644,11 +644,11 @@ def until_converged(args) -> None:
         valid = induction.held_out(len(sentences), args.valid_fraction, args.valid_seed)  # refused before any write
     except ValueError as error:
         raise Refused(error) from None
-    args.workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as held:
         try:
+            make_folder(args.workdir, "--workdir")
             held.enter_context(output_lock(str(args.workdir), "--workdir"))
-        except ValueError as error:  # another run holds the workdir
+        except ValueError as error:  # a workdir that cannot be made, or another run holds it
             raise Refused(error) from None
         claim_workdir(args)
         databin = prepare_split_data(args, sentences, valid, extra)

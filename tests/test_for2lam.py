@@ -55,6 +55,24 @@ def test_a_workdir_that_is_a_file_or_held_is_refused(tmp_path, monkeypatch):
     assert not any((tmp_path / "held").iterdir())
 
 
+def test_a_workdir_that_is_a_link_to_nothing_or_under_a_file_is_refused_in_one_line(tmp_path, monkeypatch):
+    # both were tracebacks: FileExistsError, NotADirectoryError of locking.empty_folder's os.makedirs
+    for2lam = load_for2lam()
+    monkeypatch.setattr(for2lam, "run", lambda *args: pytest.fail("went on"))
+    (tmp_path / "dangling").symlink_to(tmp_path / "missing" / "w")
+    (tmp_path / "file").write_text("x")
+    for workdir, message in ((tmp_path / "dangling", f"--workdir {tmp_path / 'dangling'} is a link to "
+                              f"{tmp_path / 'missing' / 'w'}, which does not exist: make that folder, or give another "
+                              "--workdir"),
+                             (tmp_path / "file" / "w", f"--workdir {tmp_path / 'file' / 'w'}: cannot make the folder "
+                              f"({tmp_path / 'file'} is not a folder)")):
+        with pytest.raises(SystemExit) as exit_info:
+            for2lam.main(["--workdir", str(workdir), "--train", "6", "--test", "4"])
+        said = str(exit_info.value.code)
+        assert said.startswith(f"for2lam.py: error: {message}") and "\n" not in said, said
+    assert not (tmp_path / "missing").exists() and (tmp_path / "file").read_text() == "x"
+
+
 @pytest.mark.parametrize("option", [["--updates", "0"], ["--test", "0"], ["--train", "0"], ["--batch-size", "0"],
                                     ["--lr", "0"], ["--data-seed", "-1"]])
 def test_numbers_out_of_range_are_refused(option, capsys):

@@ -668,6 +668,26 @@ def test_refuses_a_workdir_held_by_another_run_or_not_its_own(script, trees_file
     assert not (Path(str(foreign.resolve()) + ".lock")).exists()  # the refused run let its lock go
 
 
+def test_a_workdir_that_cannot_be_made_is_refused_in_one_line(script, trees_file, tmp_path):
+    """A plain file (or a link to nothing) as --workdir ended in mkdir's FileExistsError traceback, in
+    both modes; a file on the way in NotADirectoryError's."""
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    default = ["--trees", trees_file, "--arch", "constituent_encoder_lm_tiny", "--cpu", "--sentences", "12",
+               "--updates", "1", "--min-layer", "0"]
+    for workdir, message in ((tmp_path / "afile", f"--workdir {tmp_path / 'afile'} is a file: give a new or empty "
+                              "folder"),
+                             (tmp_path / "dangling", f"--workdir {tmp_path / 'dangling'} is a link to "
+                              f"{tmp_path / 'nowhere'}, which does not exist: make that folder, or give another "
+                              "--workdir"),
+                             (tmp_path / "afile" / "w", f"--workdir {tmp_path / 'afile' / 'w'}: cannot make the "
+                              f"folder ({tmp_path / 'afile'} is not a folder)")):
+        for flags in (tiny(trees_file, workdir), [*default, "--workdir", workdir]):
+            said = in_process(script, *flags)
+            assert said.startswith(f"induce_trees.py: error: {message}") and "\n" not in said, said
+    assert (tmp_path / "afile").read_text() == "x" and not (tmp_path / "nowhere").exists()
+
+
 # The published runs (docs/results/grammar-induction/): their trees give their figures again, and
 # the page quotes each run's m = 3 figure.
 

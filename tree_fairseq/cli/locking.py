@@ -41,14 +41,31 @@ def empty_folder(folder: str, option: str):
     before it is found empty, so two runs at once cannot both find it so. ValueError for a file, a
     folder another run holds, or one not empty (a previous run's, whose checkpoint fairseq would go on
     from)."""
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise ValueError(f"{option} {folder} is a file: give a new or empty folder")
-    os.makedirs(folder, exist_ok=True)
+    make_folder(folder, option)
     with output_lock(folder, option):
         if os.listdir(folder):
             raise ValueError(f"{option} {folder} is not empty (a previous run's?): this script does not resume a "
                              f"run; remove it or give another {option}")
         yield
+
+
+def make_folder(folder, option: str) -> None:
+    """``folder`` made if absent (with the folders above it); ValueError in one line naming
+    ``option`` when it cannot be: a file, a link to nothing, a file on the way, no permission."""
+    folder = os.fspath(folder)
+    if os.path.islink(folder) and not os.path.exists(folder):
+        raise ValueError(f"{option} {folder} is a link to {os.readlink(folder)}, which does not exist: "
+                         f"make that folder, or give another {option}")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ValueError(f"{option} {folder} is a file: give a new or empty folder")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as error:
+        above = os.path.dirname(os.path.abspath(folder))
+        while os.path.dirname(above) != above and (os.path.isdir(above) or not os.path.lexists(above)):
+            above = os.path.dirname(above)
+        why = f"{above} is not a folder" if not os.path.isdir(above) else error.strerror
+        raise ValueError(f"{option} {folder}: cannot make the folder ({why})") from None
 
 
 def _acquire(lock: str, output: str, option: str) -> None:
