@@ -5,8 +5,13 @@ command) while it writes OUTPUT, and removes it when it ends (also on an error, 
 SIGTERM). A second run on the same output is refused, naming the first. A lock left by a run that
 was killed (SIGKILL, a machine that went down) is taken over when its process no longer runs on
 this host; a lock of another host is never taken over (the message says how to remove it).
+Takeovers are one at a time (``flock`` on ``OUTPUT.lock.takeover``, a file left in place), each
+reading the lock again once it has its turn: two runs that found the same stale lock cannot both
+remove it, the second one the lock the first had just made.
 """
 
+import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -71,14 +76,13 @@ def make_folder(folder, option: str) -> None:
 def _acquire(lock: str, output: str, option: str) -> None:
     record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                          "command": " ".join(sys.argv)})
-    for _ in range(2):
+    for _ in range(3):
         try:
             descriptor = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
             holder = _holder(lock)
             if holder is not None and not _alive(holder):
-                print(f"{lock}: taking over the lock of run {holder.get('pid')}, which no longer runs", file=sys.stderr)
-                os.remove(lock)
+                _remove_if_stale(lock)
                 continue
             about = (f"process {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}: "
                      f"{holder.get('command')}" if holder else "a run whose lock file cannot be read")
@@ -88,6 +92,23 @@ def _acquire(lock: str, output: str, option: str) -> None:
             f.write(record)
         return
     raise ValueError(f"{option} {output}: cannot take {lock}")
+
+
+def _remove_if_stale(lock: str) -> None:
+    """Remove ``lock`` if it is (still) the lock of a run that no longer runs. The lock is read again
+    under the takeover's flock: what was read before may be gone, taken over by another run that
+    holds it now. Under the flock the lock read cannot change before it is removed (only its live run
+    or a takeover removes a lock), so a live run's lock is never removed."""
+    with contextlib.ExitStack() as turn:
+        try:
+            fcntl.flock(turn.enter_context(open(lock + ".takeover", "a")), fcntl.LOCK_EX)  # released on close
+        except OSError as error:
+            raise ValueError(f"{lock} is the lock of a run that no longer runs, but cannot be taken over here "
+                             f"({lock}.takeover: {error.strerror}): remove {lock} if no such run is alive") from None
+        holder = _holder(lock)
+        if holder is not None and not _alive(holder):
+            print(f"{lock}: taking over the lock of run {holder.get('pid')}, which no longer runs", file=sys.stderr)
+            os.remove(lock)
 
 
 def _holder(lock: str) -> dict | None:
