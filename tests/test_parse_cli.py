@@ -283,3 +283,21 @@ def test_whitespace_other_than_the_space_is_named_with_the_fix(tmp_path, char, n
                             capture_output=True, check=True, cwd=Path(__file__).resolve().parents[1])
     (tmp_path / "text").write_bytes(result.stdout)
     assert run(tmp_path, "--parser", "balanced")[1] == trivial_tree("es kostet 10 000 euro .".split(), "balanced").to_bracketed()
+
+
+@pytest.mark.parametrize("written_before", [True, False])
+def test_an_output_that_is_a_link_is_written_at_its_file_with_its_record(tmp_path, written_before):
+    # The rename of OUTPUT.tmp onto the link replaced the link by a file: the file it named kept
+    # the trees of before (or was never written), and what reads it got the old trees.
+    (tmp_path / "text").write_text("\n".join(TEXT) + "\n", encoding="utf-8")
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "trees"
+    if written_before:
+        target.write_text("(S old)\n", encoding="utf-8")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(link), "--parser", "balanced"])
+    assert link.is_symlink()
+    lines = target.read_text(encoding="utf-8").splitlines()
+    assert [" ".join(parse_tree(line).leaves) for line in lines][:3] == TEXT[:3]
+    assert (tmp_path / "real" / "trees.parser.json").is_file()

@@ -191,6 +191,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def parse_file(args: argparse.Namespace) -> None:
+    for name in ("output", "heads"):
+        # A link is followed, its file written (with its record beside it): the rename of OUTPUT.tmp
+        # onto the link would replace the link by a file and leave the file it names as it was.
+        path = getattr(args, name)
+        if path is not None and os.path.islink(path):
+            setattr(args, name, os.path.realpath(path))
     if args.join:
         return join_outputs(args)
     if args.join_heads:
