@@ -9,6 +9,7 @@ Only the standard library is imported.
 
 import argparse
 import math
+import os
 import re
 
 _WHOLE = re.compile(r"-?[0-9]+")
@@ -68,3 +69,26 @@ def probability(text: str) -> float:
 def fraction(text: str) -> float:
     """A share strictly between 0 and 1."""
     return _real(text, lambda value: 0 < value < 1, "a number between 0 and 1, both left out")
+
+
+def processors() -> int:
+    """The processors this process may run on (as ``nproc`` counts them), at least 1."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+# Worker processes per processor that --workers may ask for. Each worker of tree-fairseq-preprocess
+# (and of the fairseq-preprocess it runs, which starts --workers - 1 whatever the size of the text)
+# is a copy of the Python process, ~240 MB: beyond a few per processor they only take memory, and
+# --workers 99999999999999999999 started thousands until the OOM killer ended other jobs.
+WORKERS_PER_PROCESSOR = 4
+
+
+def workers(text: str) -> int:
+    """--workers: a count of processes from 1 to WORKERS_PER_PROCESSOR per processor of this machine."""
+    most = WORKERS_PER_PROCESSOR * processors()
+    return _whole(text, 1, f"a whole number from 1 to {most} ({WORKERS_PER_PROCESSOR} per processor of "
+                  "this machine: more processes only take memory)", most)
+

@@ -67,6 +67,7 @@ from fairseq.tasks import TASK_REGISTRY, FairseqTask
 from fairseq_cli import preprocess as fairseq_preprocess
 from tqdm import tqdm
 
+from tree_fairseq.cli import argtypes
 from tree_fairseq.cli.files import write_json
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.cli.score import reference_paths
@@ -99,6 +100,12 @@ def get_parser():
         "fairseq-preprocess does and adds the source trees ({pref}.{tree-suffix}.{src}) "
         "as node-label and span streams."
     )
+    # fairseq's own --workers (type=int) took any number: a bound per processor, refused by argparse before
+    # anything starts (see argtypes.WORKERS_PER_PROCESSOR)
+    workers = next(action for action in parser._actions if "--workers" in action.option_strings)
+    workers.type = argtypes.workers
+    workers.help = (f"worker processes, at most {argtypes.WORKERS_PER_PROCESSOR} per processor; the trees take "
+                    f"no more than the {_CHUNK_LINES}-line chunks of a split (default: 1)")
     group = parser.add_argument_group("source trees")
     group.add_argument("--tree-suffix", default="tree",
                        help="trees are read from {pref}.{tree-suffix}.{source-lang} (default: tree)")
@@ -411,13 +418,16 @@ def _write_trees(args, split, prefix, node_dict, grow_dictionary, with_heads=Fal
     unknown = Counter()
     sentences = nodes = 0
     heads_file = open(heads_path, encoding="utf-8") if heads_path else nullcontext(itertools.repeat(None))
-    pool = Pool(args.workers) if args.workers > 1 else nullcontext()
+    lines = _count_lines(text_path)
+    # never more processes than chunks: a split of a few lines is read here, whatever --workers says
+    processes = min(args.workers, -(-lines // _CHUNK_LINES))
+    pool = Pool(processes) if processes > 1 else nullcontext()
     with open(text_path, encoding="utf-8") as text, open(tree_path, encoding="utf-8") as trees, heads_file as heads, \
             pool:
         chunks = _chunks(zip(itertools.count(1), text, trees, heads), text_path, tree_path, heads_path,
                          args.subword_format, args.allow_retokenized_trees, args.subword_label, words is not None)
-        results = pool.imap(_tree_chunk, chunks) if args.workers > 1 else map(_tree_chunk, chunks)
-        with tqdm(desc=f"trees {split}", unit="sent", total=_count_lines(text_path)) as bar:
+        results = pool.imap(_tree_chunk, chunks) if processes > 1 else map(_tree_chunk, chunks)
+        with tqdm(desc=f"trees {split}", unit="sent", total=lines) as bar:
             for chunk in results:
                 counts = np.bincount(chunk.codes, minlength=len(chunk.labels))
                 if grow_dictionary:
