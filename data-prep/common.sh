@@ -29,7 +29,9 @@ TEXT_TOOLS=("${PYTHON:-python3}" "$DATA_PREP_DIR/text_tools.py")
 # One dictionary for both languages: a recipe's own default (set after sourcing this) or --joined-dictionary,
 # never an environment variable of the same name.
 JOINED=""
-THREADS=${THREADS:-$(nproc 2>/dev/null || echo 4)}
+# processors: those this run may use, as nproc counts them but not OMP_NUM_THREADS's (which nproc prints instead)
+processors() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 4; }
+THREADS=${THREADS:-$(processors)}
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf '%s: error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
@@ -66,10 +68,10 @@ Options:
   --cpu                run stanza on the CPU even when a GPU is present
   --bpe NAME           subword_nmt (default) or sentencepiece
   --bpe-codes FILE     apply these subword-nmt codes instead of learning them
-  --bpe-tokens N       merges to learn / sentencepiece vocabulary size (default: $BPE_TOKENS)
+  --bpe-tokens N       merges to learn / sentencepiece vocabulary size, at most 1000000 (default: $BPE_TOKENS)
   --directions LIST    data-bins to make, e.g. "$DIRECTIONS" (default)
   --joined-dictionary  one dictionary for both languages (default: ${JOINED:-no})
-  --workers N          worker processes (default: $THREADS)
+  --workers N          worker processes, at most 4 per processor (default: $THREADS)
   -h, --help           this help
 Environment: TREE_FAIRSEQ_PARSER (default parser), PYTHON (python for the helpers).
 EOF
@@ -148,7 +150,18 @@ parse_args() {
     [[ -z $BPE_CODES || -f $BPE_CODES ]] || die "--bpe-codes $BPE_CODES: no such file"
     [[ -z $TREES_DIR || -d $TREES_DIR ]] || die "--trees-dir $TREES_DIR: no such directory"
     [[ $THREADS =~ ^[1-9][0-9]*$ ]] || die "--workers '$THREADS' is not a positive whole number"
+    # At most 4 per processor, tree-fairseq-preprocess's own bound (tree_fairseq/cli/argtypes.py): each worker
+    # of the parser and of the preprocess is a process of ~240-360 MB, and --workers 99999999999999999999
+    # started thousands of them until the OOM killer ended other jobs. The length first: bash's numbers wrap.
+    local cores most_workers
+    cores=$(processors)
+    most_workers=$((4 * cores))
+    ((${#THREADS} <= ${#most_workers} && THREADS <= most_workers)) || die "--workers '$THREADS' is more than" \
+        "$most_workers (4 per processor of this machine, $cores): more processes only take memory"
     [[ $BPE_TOKENS =~ ^[1-9][0-9]*$ ]] || die "--bpe-tokens '$BPE_TOKENS' is not a positive whole number"
+    # learn-bpe stopped in an OverflowError at 99999999999999999999; no corpus has a million pieces to learn
+    ((${#BPE_TOKENS} <= 7 && BPE_TOKENS <= 1000000)) || die "--bpe-tokens '$BPE_TOKENS' is more than 1000000" \
+        "(merges or pieces: more than any corpus's vocabulary)"
     check_directions
     if [[ -n $LOCAL ]]; then
         [[ -d $LOCAL ]] || die "--local $LOCAL: no such directory"

@@ -380,6 +380,31 @@ def test_option_values_are_refused_before_any_step(tmp_path, flags, message):
     assert not (tmp_path / "work").exists()
 
 
+CORES = len(os.sched_getaffinity(0))  # nproc's count, OMP_NUM_THREADS aside
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--workers", "99999999999999999999"], f"--workers '99999999999999999999' is more than {4 * CORES} (4 per "
+     f"processor of this machine, {CORES}): more processes only take memory"),
+    (["--workers", str(4 * CORES + 1)], f"--workers '{4 * CORES + 1}' is more than {4 * CORES} "),
+    (["--bpe-tokens", "99999999999999999999"], "--bpe-tokens '99999999999999999999' is more than 1000000 (merges "
+     "or pieces: more than any corpus's vocabulary)"),
+    (["--bpe-tokens", "1000001"], "--bpe-tokens '1000001' is more than 1000000 "),
+])
+def test_absurd_workers_or_bpe_tokens_are_refused_before_any_process_starts(tmp_path, flags, message):
+    """--workers 99999999999999999999 passed as a positive whole number: tree-fairseq-preprocess started
+    ~4,280 processes of ~240 MB and the OOM killer took other jobs down; --bpe-tokens of that size ended in
+    learn-bpe's OverflowError. The text has a carriage return inside a line: a run past the options stops
+    at check-text, before any step that starts workers."""
+    write_tokenised_corpus(tmp_path / "text")
+    train = tmp_path / "text" / "train.de"
+    train.write_bytes(train.read_bytes().replace(b" ", b"\r", 1))
+    result = run_recipe(tmp_path / "text", tmp_path / "work", "--directions", "de-en", *flags)
+    assert result.returncode != 0
+    assert result.stderr.startswith(f"prepare-iwslt14.sh: error: {message}") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "work").exists()
+
+
 def test_a_sentencepiece_vocabulary_too_large_stops_before_parsing_in_one_line(tmp_path):
     write_tokenised_corpus(tmp_path / "text")
     result = run_recipe(tmp_path / "text", tmp_path / "work", "--bpe", "sentencepiece", "--bpe-tokens", "5000",
