@@ -527,9 +527,16 @@ prepare() {
     done
     for direction in $DIRECTIONS; do
         local src=${direction%-*} tgt=${direction#*-} dest=$WORK/data-bin/$direction binarize_inputs=() databin_outputs=()
+        local stream
         for split in "${SPLITS[@]}"; do
-            databin_outputs+=(--out "$dest/$split.$direction.$src.bin" --out "$dest/$split.$direction.$tgt.bin"
-                --out "$dest/$split.ref.$tgt")
+            # every file tree-fairseq-preprocess writes, so that a data-bin missing one is made again: each split's
+            # streams (the text's, the trees' and with --heads the parents'), its target text, and below the
+            # dictionaries and the parser record (not preprocess.log, fairseq's log of the run)
+            for stream in "$src" "$tgt" "$src.nodes" "$src.spans" ${HEADS:+"$src.parents"}; do
+                databin_outputs+=(--out "$dest/$split.$direction.$stream.bin"
+                    --out "$dest/$split.$direction.$stream.idx")
+            done
+            databin_outputs+=(--out "$dest/$split.ref.$tgt")
             binarize_inputs+=("$WORK/bpe/$split.$src" "$WORK/bpe/$split.$tgt" "$WORK/trees/$split.tree.$src")
             [[ -z $HEADS ]] || binarize_inputs+=("$WORK/trees/$split.heads.$src")
             # the parser record, copied into the data-bin: another package or pipeline version can
@@ -540,6 +547,8 @@ prepare() {
                 databin_outputs+=(--out "$dest/$split.ref.raw.$tgt")
             fi
         done
+        databin_outputs+=(--out "$dest/dict.$src.txt" --out "$dest/dict.$tgt.txt" --out "$dest/dict.$src.nodes.txt"
+            --out "$dest/parser.$src.json")
         step "binarize-$direction" "${databin_outputs[@]}" \
             binarize "$src" "$tgt" -- "$JOINED" "$(fingerprint "${binarize_inputs[@]}")" \
             $(heads_key)

@@ -489,6 +489,35 @@ def test_a_step_whose_output_was_deleted_runs_again(tmp_path):
     assert (work / "trees" / "train.tree.de").exists()
 
 
+@pytest.mark.parametrize("flags", [[], ["--heads", "next"]], ids=["trees", "heads"])
+def test_every_file_of_the_data_bin_is_an_output_of_binarize(tmp_path, flags):
+    """With dict.en.txt, test.de-en.de.spans.bin and test.de-en.en.idx deleted the recipe said 'skip
+    binarize-de-en (done)' and exited 0 on a broken data-bin: the step declared only the text's .bin
+    and the .ref files. Now it declares every file tree-fairseq-preprocess writes (preprocess.log aside)."""
+    write_tokenised_corpus(tmp_path / "text")
+    work = tmp_path / "work"
+    assert run_recipe(tmp_path / "text", work, "--directions", "de-en", *flags).returncode == 0
+    databin = work / "data-bin" / "de-en"
+    before = {path.name: path.read_bytes() for path in databin.iterdir() if path.name != "preprocess.log"}
+    assert ("test.de-en.de.parents.bin" in before) == bool(flags)
+    deleted = {"dict.en.txt", "test.de-en.de.spans.bin", "test.de-en.en.idx"}
+    for name in deleted:
+        (databin / name).unlink()
+    result = run_recipe(tmp_path / "text", work, "--directions", "de-en", *flags)
+    assert result.returncode == 0, result.stderr
+    [again] = [line for line in result.stdout.splitlines() if line.startswith("==> binarize-de-en: done before, but ")]
+    assert set(again.removesuffix(" missing: again").split(" but ")[1].split()) == {f"data-bin/de-en/{name}"
+                                                                                     for name in deleted}
+    assert {path.name: path.read_bytes() for path in databin.iterdir() if path.name != "preprocess.log"} == before
+    for path in databin.iterdir():
+        path.unlink()
+    result = run_recipe(tmp_path / "text", work, "--directions", "de-en", *flags)
+    assert result.returncode == 0, result.stderr
+    [again] = [line for line in result.stdout.splitlines() if line.startswith("==> binarize-de-en: done before, but ")]
+    assert sorted(again.removesuffix(" missing: again").split(" but ")[1].split()) == sorted(
+        f"data-bin/de-en/{name}" for name in before)
+
+
 def test_one_line_joins_files_line_by_line(tmp_path):
     (tmp_path / "a").write_bytes(b"x y\nlast of a")
     (tmp_path / "b").write_bytes(b"first of b\n")
