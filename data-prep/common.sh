@@ -352,10 +352,16 @@ check_text() {
     run "${TEXT_TOOLS[@]}" check-text "${files[@]}"
 }
 
-# same_line_counts WHAT FILE...: stop unless the files have as many lines (a last line without its
-# newline counted), so that no step has shifted the sentence pairs.
+# same_line_counts [--step NAME] WHAT FILE...: stop unless the files have as many lines (a last line without its
+# newline counted), so that no step has shifted the sentence pairs. With --step, the files after the first are
+# what step NAME wrote: the message says how to have it write them again.
 same_line_counts() {
-    local what=$1 file first=
+    local step="" what file first=
+    if [[ $1 == --step ]]; then
+        step=$2
+        shift 2
+    fi
+    what=$1
     shift
     for file in "$@"; do
         local count
@@ -363,7 +369,12 @@ same_line_counts() {
         if [[ -z $first ]]; then
             first=$count
         elif ((count != first)); then
-            die "$what: $file has $count lines, $1 has $first: the pairs no longer line up"
+            local rebuild=""
+            if [[ -n $step ]]; then
+                rebuild=" (cut short?); to rebuild it, remove the step's marker $STEPS_DIR/$step, or $file,"
+                rebuild+=" and run again"
+            fi
+            die "$what: $file has $count lines, $1 has $first: the pairs no longer line up$rebuild"
         fi
     done
 }
@@ -514,7 +525,8 @@ prepare() {
                 parse_trees "$split" "$lang" -- "$PARSER" "$TREES_DIR" "$STANZA_DIR" \
                 "$SPACY_MODEL" "$parser_version" "$DEPENDENCY_SHAPE" "$ON_FAILURE" "$(fingerprint "${parser_inputs[@]}")" \
                 ${STANZA_PACKAGE:+"stanza-package=$STANZA_PACKAGE"} $(heads_key)
-            same_line_counts "parsed $split" "$WORK/tok/$split.$lang" "$WORK/trees/$split.tree.$lang" \
+            same_line_counts --step "parse-$split.$lang" "parsed $split" "$WORK/tok/$split.$lang" \
+                "$WORK/trees/$split.tree.$lang" \
                 ${HEADS:+"$WORK/trees/$split.heads.$lang"}
         done
     done
@@ -522,7 +534,8 @@ prepare() {
         for split in "${SPLITS[@]}"; do
             step "apply-bpe-$split.$lang" --out "$WORK/bpe/$split.$lang" apply_bpe "$split" "$lang" -- "$BPE" \
                 "$(fingerprint "$model" "$WORK/tok/$split.$lang")"
-            same_line_counts "BPE'd $split" "$WORK/tok/$split.$lang" "$WORK/bpe/$split.$lang"
+            same_line_counts --step "apply-bpe-$split.$lang" "BPE'd $split" "$WORK/tok/$split.$lang" \
+                "$WORK/bpe/$split.$lang"
         done
     done
     for direction in $DIRECTIONS; do

@@ -518,6 +518,31 @@ def test_every_file_of_the_data_bin_is_an_output_of_binarize(tmp_path, flags):
         f"data-bin/de-en/{name}" for name in before)
 
 
+def test_a_file_cut_short_says_which_marker_or_file_to_remove(tmp_path):
+    """A trees/ or bpe/ file cut short stopped every run at a line count that did not say how to have
+    its step make it again."""
+    write_tokenised_corpus(tmp_path / "text")
+    work = tmp_path / "work"
+    assert run_recipe(tmp_path / "text", work, "--directions", "de-en").returncode == 0
+    for name, marker, what in (("trees/test.tree.de", "parse-test.de", "parsed test"),
+                               ("bpe/test.en", "apply-bpe-test.en", "BPE'd test")):
+        cut = work / name
+        cut.write_bytes(cut.read_bytes().split(b"\n", 1)[1])
+        result = run_recipe(tmp_path / "text", work, "--directions", "de-en")
+        assert result.returncode != 0
+        lines = len((tmp_path / "text" / f"test.{name[-2:]}").read_text().splitlines())
+        assert result.stderr == (
+            f"prepare-iwslt14.sh: error: {what}: {cut} has {lines - 1} lines, {work}/tok/test.{name[-2:]} has "
+            f"{lines}: "
+            "the pairs no longer line up (cut short?); to rebuild it, remove the step's marker "
+            f"{work}/.steps/{marker}, "
+            f"or {cut}, and run again\n")
+        (work / ".steps" / marker).unlink()
+        result = run_recipe(tmp_path / "text", work, "--directions", "de-en")
+        assert result.returncode == 0, result.stderr
+        assert len(cut.read_text().splitlines()) == lines
+
+
 def test_one_line_joins_files_line_by_line(tmp_path):
     (tmp_path / "a").write_bytes(b"x y\nlast of a")
     (tmp_path / "b").write_bytes(b"first of b\n")
