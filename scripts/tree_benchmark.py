@@ -22,12 +22,12 @@ checkpoint translates the test split greedily (beam 1, at most 2n + 2 tokens). `
 keeps a checkpoint every ``--curve-every`` updates for the tree transformer on gold and balanced
 trees (each with and without ``--leaf-weight-per-head``, where those runs are asked for) and
 scores each (exact match vs updates). WORK/data is the benchmark (made once, with
-``--data-seed`` and its default size), WORK/runs/NAME/seedS holds each run; a finished run is not
-redone, and a run that was stopped before its result is started afresh (its folder emptied), so an
-interrupted command continues with the runs it had not finished and ends with the table an
-uninterrupted one gives. The table (mean and standard
-deviation over the seeds that finished; missing cells say so) is printed and, with ``--table``,
-written as Markdown.
+``--data-seed`` and its default size), WORK/runs/BUDGET/NAME/seedS holds each run; a finished run is
+not redone (one that lacks what the command asks, another budget or no such curve, is refused before
+any run, naming its folder to remove), and a run that was stopped before its result is started
+afresh (its folder emptied), so an interrupted command continues with the runs it had not finished
+and ends with the table an uninterrupted one gives. The table (mean and standard deviation over the
+seeds that finished; missing cells say so) is printed and, with ``--table``, written as Markdown.
 """
 
 import argparse
@@ -100,10 +100,10 @@ def train_flags(data: Path, name: str, seed: int, updates: int, save_dir: Path, 
     arch, task, kind, flags = run_spec(name)
     family_flags = FAMILY_FLAGS.get(name.split("/")[0], [])
     extra = ["--save-interval-updates", str(curve_every), "--keep-interval-updates", "-1"] if curve_every else []
-    if minutes:
-        extra += ["--stop-time-hours", str(minutes / 60)]
+    # a time budget is instead of the update budget: the run stops at the time alone, not at UPDATES as well
+    limit = ["--stop-time-hours", str(minutes / 60)] if minutes else ["--max-update", str(updates)]
     return [str(data / "data-bin" / kind), "--user-dir", USER_DIR, "--task", task, "--arch", arch,
-            *MODEL_FLAGS, *family_flags, *OPTIM_FLAGS, *flags, "--max-update", str(updates), "--seed", str(seed),
+            *MODEL_FLAGS, *family_flags, *OPTIM_FLAGS, *flags, *limit, "--seed", str(seed),
             "--save-dir", str(save_dir), "--no-epoch-checkpoints", "--no-save-optimizer-state",
             "--disable-validation", "--log-format", "simple", "--log-interval", "100", "--cpu",
             "--num-workers", "0", *extra]
@@ -133,12 +133,42 @@ def budget(updates: int, minutes: float) -> str:
     return f"{minutes:g}min" if minutes else f"{updates}updates"
 
 
+def run_folder(work: Path, name: str, seed: int, updates: int, minutes: float = 0) -> Path:
+    return work / "runs" / budget(updates, minutes) / name.replace("/--", "/") / f"seed{seed}"
+
+
+def curve_steps(updates: int, curve_every: int) -> set[int]:
+    """The updates a curve of a run that made ``updates`` updates has a point at."""
+    return {*range(curve_every, updates, curve_every), updates}
+
+
+def unlike_command(result: dict, updates: int, minutes: float, curve_every: int) -> str:
+    """What a finished run's result lacks of what the command asks (its budget, its curve), or ''."""
+    if result.get("budget") != budget(updates, minutes):
+        return f"its budget is {result.get('budget')}, not {budget(updates, minutes)}"
+    if minutes and result.get("max_update", 0) is not None:  # before, a time budget also stopped at --updates
+        return f"it stopped at {minutes:g} minutes or an update limit, whichever came first"
+    if curve_every:
+        has = {int(step) for step in result.get("curve", {})}
+        if has != curve_steps(result["updates"], curve_every):
+            return (f"its learning curve has points at {sorted(has) or 'no update'}, not every {curve_every} "
+                    "updates (--curve-every)")
+    return ""
+
+
 def run_one(data: Path, work: Path, name: str, seed: int, updates: int, max_len: int, curve_every: int,
             minutes: float = 0) -> dict:
-    run_dir = work / "runs" / budget(updates, minutes) / name.replace("/--", "/") / f"seed{seed}"
+    run_dir = run_folder(work, name, seed, updates, minutes)
     result_path = run_dir / "result.json"
     if result_path.exists():
-        return json.loads(result_path.read_text())
+        result = json.loads(result_path.read_text())
+        unlike = unlike_command(result, updates, minutes, curve_every)
+        if unlike:  # main refuses these before any run; checked again here, where the result is taken
+            raise RuntimeError(f"{name} seed {seed}: {run_dir} holds a finished run other than this command's: "
+                               f"{unlike}; remove {run_dir} to run it again")
+        if not curve_every:
+            result.pop("curve", None)  # not asked for: the table has no curve of it
+        return result
     if run_dir.exists():
         # A run stopped before its result: its checkpoint has no optimizer state (which fairseq would need to go
         # on counting updates), and a time budget cannot be resumed, so the run starts afresh, as if never begun.
@@ -154,7 +184,7 @@ def run_one(data: Path, work: Path, name: str, seed: int, updates: int, max_len:
     if train.returncode:
         raise RuntimeError(f"{name} seed {seed}: fairseq-train failed (see {run_dir / 'train.log'})")
     done = re.findall(r"num_updates[= ](\d+)", log_text)
-    result = {"run": name, "seed": seed, "budget": budget(updates, minutes),
+    result = {"run": name, "seed": seed, "budget": budget(updates, minutes), "max_update": None if minutes else updates,
               "updates": int(done[-1]) if done else updates, "train_seconds": round(time.time() - start),
               **translate(data, name, run_dir / "checkpoint_last.pt", max_len)}
     if curve_every:
@@ -212,9 +242,10 @@ def main(argv=None) -> None:
     parser.add_argument("--work", type=Path, help="benchmark data, runs and results")
     parser.add_argument("--seeds", type=seed, nargs="+", default=[1, 2, 3],
                         help="training seeds (default 1 2 3)")
-    parser.add_argument("--updates", type=positive_int, default=800, help="updates per model (default %(default)s)")
+    parser.add_argument("--updates", type=positive_int, help="updates per model (default 800)")
     parser.add_argument("--minutes", type=nonnegative_float, default=0,
-                        help="train each model this many minutes instead of --updates updates")
+                        help="train each model this many minutes instead of --updates updates (no update limit; "
+                        "not with --updates)")
     parser.add_argument("--runs", nargs="+", default=RUNS, metavar="NAME", help="runs (default: all; --list)")
     parser.add_argument("--list", action="store_true", help="print the run names and exit")
     parser.add_argument("--curve", action="store_true",
@@ -232,6 +263,10 @@ def main(argv=None) -> None:
         return
     if args.work is None:
         parser.error("--work is required")
+    if args.minutes and args.updates is not None:
+        parser.error(f"--minutes {args.minutes:g} is instead of --updates: give one of them")
+    if args.updates is None:
+        args.updates = 800
     if args.work.exists() and not args.work.is_dir():
         parser.error(f"--work {args.work} is a file, not a folder")
     for name in args.runs:
@@ -269,10 +304,22 @@ def _benchmark(args, data: Path) -> int:
     summary = json.loads((data / "benchmark.json").read_text())
     max_len = summary["config"]["max_len"]
     jobs = [(name, seed) for seed in args.seeds for name in args.runs]
+
+    def curve_every(name: str) -> int:
+        return args.curve_every if args.curve and name in CURVE_RUNS else 0
+
+    # A finished run that lacks what this command asks (another budget, no curve or another one) is not its result.
+    for name, seed in jobs:
+        result_path = run_folder(args.work, name, seed, args.updates, args.minutes) / "result.json"
+        if result_path.exists():
+            unlike = unlike_command(json.loads(result_path.read_text()), args.updates, args.minutes, curve_every(name))
+            if unlike:
+                sys.exit(f"tree_benchmark.py: error: {result_path.parent} holds a finished run other than this "
+                         f"command's ({unlike}): remove {result_path.parent} to run it again, or give another --work")
     results, failed = [], 0
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(run_one, data, args.work, name, seed, args.updates, max_len,
-                               args.curve_every if args.curve and name in CURVE_RUNS else 0, args.minutes): (name, seed)
+        futures = {pool.submit(run_one, data, args.work, name, seed, args.updates, max_len, curve_every(name),
+                               args.minutes): (name, seed)
                    for name, seed in jobs}
         for future in concurrent.futures.as_completed(futures):
             try:

@@ -1,6 +1,7 @@
 """scripts/tree_benchmark.py as a command: its options, its runs' folders and its exit status."""
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -117,3 +118,62 @@ def test_a_work_in_folders_yet_to_be_made_is_made(tmp_path, monkeypatch):
     monkeypatch.setattr(benchmark, "make", lambda args: sys.exit("made"))
     with pytest.raises(SystemExit, match="^made$"):  # past the lock, WORK.lock beside a WORK not there yet
         benchmark.main(["--work", str(tmp_path / "a" / "b" / "work"), "--runs", "transformer/text"])
+
+
+def test_minutes_are_instead_of_updates(tmp_path, capsys):
+    # --minutes 60 also passed --max-update 800: the time budget stopped at 800 updates
+    benchmark = load_benchmark()
+    flags = benchmark.train_flags(tmp_path, "transformer/text", 1, 800, tmp_path / "save", minutes=60)
+    assert "--max-update" not in flags and flags[flags.index("--stop-time-hours") + 1] == "1.0"
+    flags = benchmark.train_flags(tmp_path, "transformer/text", 1, 800, tmp_path / "save")
+    assert flags[flags.index("--max-update") + 1] == "800" and "--stop-time-hours" not in flags
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(["--work", str(tmp_path / "work"), "--minutes", "1", "--updates", "5"])
+    assert exit_info.value.code == 2 and "--minutes 1 is instead of --updates" in capsys.readouterr().err
+    assert not (tmp_path / "work").exists()
+
+
+def finished(work: Path, folder: str, **result) -> Path:
+    run_dir = work / "runs" / folder / "seed1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "result.json").write_text(json.dumps({"seed": 1, "exact_match": 50.0, "bleu": 40.0, **result}))
+    return run_dir
+
+
+CURVE_UNLIKE = ", not every 2 updates (--curve-every)"
+
+
+@pytest.mark.parametrize("folder, result, argv, unlike", [
+    ("5updates/tree_transformer/gold", {"budget": "5updates", "updates": 5},
+     ["--updates", "5", "--curve", "--curve-every", "2"], "its learning curve has points at no update" + CURVE_UNLIKE),
+    ("5updates/tree_transformer/gold", {"budget": "5updates", "updates": 5, "curve": {"3": 1.0, "5": 50.0}},
+     ["--updates", "5", "--curve", "--curve-every", "2"], "its learning curve has points at [3, 5]" + CURVE_UNLIKE),
+    ("1min/tree_transformer/gold", {"budget": "1min", "updates": 5},  # capped at --updates, as before
+     ["--minutes", "1"], "it stopped at 1 minutes or an update limit, whichever came first"),
+])
+def test_a_finished_run_other_than_the_commands_is_refused(tmp_path, capsys, folder, result, argv, unlike):
+    # --curve was ignored for a finished run without one (rc 0, no curve table), and a --minutes result capped at
+    # --updates updates was reused as the time budget's
+    work = small_work(tmp_path)
+    run_dir = finished(work, folder, run="tree_transformer/gold", **result)
+    with pytest.raises(SystemExit) as exit_info:
+        load_benchmark().main(["--work", str(work), "--runs", "tree_transformer/gold", "--seeds", "1", *argv])
+    assert str(exit_info.value.code) == (
+        f"tree_benchmark.py: error: {run_dir} holds a finished run other than this command's ({unlike}): "
+        f"remove {run_dir} to run it again, or give another --work")
+    assert sorted(path.name for path in run_dir.iterdir()) == ["result.json"]
+
+
+def test_a_finished_run_with_what_the_command_asks_is_reused(tmp_path, capsys):
+    work = small_work(tmp_path)
+    finished(work, "5updates/tree_transformer/gold", run="tree_transformer/gold", budget="5updates", updates=5,
+             max_update=5, curve={"2": 10.0, "4": 30.0, "5": 50.0})
+    finished(work, "1min/transformer/text", run="transformer/text", budget="1min", updates=9, max_update=None)
+    benchmark = load_benchmark()
+    benchmark.main(["--work", str(work), "--runs", "tree_transformer/gold", "--seeds", "1", "--updates", "5",
+                    "--curve", "--curve-every", "2"])
+    assert "| tree_transformer/gold | 1 | 10.0 | 30.0 | 50.0 |" in capsys.readouterr().out
+    benchmark.main(["--work", str(work), "--runs", "tree_transformer/gold", "--seeds", "1", "--updates", "5"])
+    assert "Exact match (%) on the test split against updates" not in capsys.readouterr().out  # not asked for
+    benchmark.main(["--work", str(work), "--runs", "transformer/text", "--seeds", "1", "--minutes", "1"])
+    assert "| transformer/text | translation | 1/1 | 9 | 50.0 | 40.0 |" in capsys.readouterr().out
