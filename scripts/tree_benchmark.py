@@ -45,7 +45,7 @@ from pathlib import Path
 
 import tree_fairseq
 from tree_fairseq.cli.argtypes import nonnegative_float, positive_int, seed
-from tree_fairseq.cli.files import write_json
+from tree_fairseq.cli.files import check_output, write_json, write_text
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.synthetic import get_parser as benchmark_parser
 from tree_fairseq.synthetic import make, score_translations
@@ -269,6 +269,11 @@ def main(argv=None) -> None:
         args.updates = 800
     if args.work.exists() and not args.work.is_dir():
         parser.error(f"--work {args.work} is a file, not a folder")
+    if args.table is not None:
+        try:  # a folder failed with IsADirectoryError after all the runs
+            check_output("--table", args.table, [])
+        except ValueError as error:
+            parser.error(str(error))
     for name in args.runs:
         try:
             run_spec(name)
@@ -331,7 +336,7 @@ def _benchmark(args, data: Path) -> int:
     print(f"\nbenchmark: {json.dumps(summary['config'])}\n"
           f"budget per model: {budget(args.updates, args.minutes)}\n\n{text}")
     if args.table:
-        args.table.write_text(text + "\n")
+        write_text(args.table, text + "\n")  # whole or not at all
     return failed
 
 

@@ -177,3 +177,24 @@ def test_a_finished_run_with_what_the_command_asks_is_reused(tmp_path, capsys):
     assert "Exact match (%) on the test split against updates" not in capsys.readouterr().out  # not asked for
     benchmark.main(["--work", str(work), "--runs", "transformer/text", "--seeds", "1", "--minutes", "1"])
     assert "| transformer/text | translation | 1/1 | 9 | 50.0 | 40.0 |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("table", ["folder", "absent/table.md"])
+def test_a_table_that_cannot_be_written_is_refused_before_the_runs(tmp_path, capsys, table):
+    # --table DIR ended in IsADirectoryError after all the runs
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(SystemExit) as exit_info:
+        load_benchmark().main(["--work", str(tmp_path / "work"), "--runs", "transformer/text",
+                               "--table", str(tmp_path / table)])
+    assert exit_info.value.code == 2 and f"--table {tmp_path / table}" in capsys.readouterr().err
+    assert not (tmp_path / "work").exists()
+
+
+def test_the_table_is_written(tmp_path, capsys):
+    work = small_work(tmp_path)
+    finished(work, "5updates/transformer/text", run="transformer/text", budget="5updates", updates=5, max_update=5)
+    load_benchmark().main(["--work", str(work), "--runs", "transformer/text", "--seeds", "1", "--updates", "5",
+                           "--table", str(tmp_path / "table.md")])
+    text = (tmp_path / "table.md").read_text()
+    assert text.endswith("\n") and text[:-1] in capsys.readouterr().out
+    assert "| transformer/text | translation | 1/1 | 5 | 50.0 | 40.0 |" in text
