@@ -13,10 +13,11 @@
 # --task tree_translation (--max-tokens then counts leaves + nodes), those that read dependency
 # parents (pascal_transformer_*) with --task dependency_translation (the data-bin needs the source's
 # heads); the others, fairseq's transformer included, with --task translation on the same data-bin.
-# --jobs N trains N models at once (default 1). OUT-DIR/ARCH/ holds each model's checkpoints, logs
-# and outputs, and OUT-DIR/ARCH/run.txt what it is made with (data-bin, UPDATES, architecture, task,
-# flags); a finished model is not trained again, an interrupted one resumes, and a model made with
-# anything else is refused (give another OUT-DIR, or remove OUT-DIR/ARCH), before anything runs.
+# --jobs N trains N models at once (default 1); one run at a time on an OUT-DIR (OUT-DIR/.lock), a
+# second one is refused. OUT-DIR/ARCH/ holds each model's checkpoints, logs and outputs, and
+# OUT-DIR/ARCH/run.txt what it is made with (data-bin, UPDATES, architecture, task, flags); a
+# finished model is not trained again, an interrupted one resumes, and a model made with anything
+# else is refused (give another OUT-DIR, or remove OUT-DIR/ARCH), before anything runs.
 #
 #   scripts/compare_bleu.sh --jobs 2 data-bin/iwslt14.de-en out/compare 400 \
 #       transformer_iwslt_de_en tree_transformer_iwslt_de_en constituent_transformer_iwslt_de_en
@@ -78,6 +79,18 @@ PY
 ((${#TASKS[@]} == ${#ARCHS[@]})) || exit 2
 DEVICE=()
 "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || DEVICE=(--cpu)
+
+# One run at a time on an OUT-DIR: two would train (and record) the same OUT-DIR/ARCH at once. The lock
+# (flock on OUT-DIR/.lock, as train.sh's on SAVE-DIR) is held for the script's life and its programs', so
+# the kernel releases it however the run ends, a kill included.
+[[ ! -e $OUT || -d $OUT ]] || { echo "compare_bleu.sh: error: OUT-DIR $OUT is a file: give a folder" >&2; exit 2; }
+mkdir -p "$OUT"
+exec {LOCK_FD}>>"$OUT/.lock"
+flock -n "$LOCK_FD" || {
+    echo "compare_bleu.sh: error: OUT-DIR $OUT is being written by another run (it holds $OUT/.lock):" \
+        "wait for it to end, or give another OUT-DIR" >&2
+    exit 2
+}
 
 # What a model is made with: a model of OUT made with another data-bin, budget, task or flags is not
 # reused (its score was printed beside this command's UPDATES).

@@ -961,3 +961,23 @@ def test_compare_bleu_refuses_a_model_made_with_other_settings(tmp_path):
     (out / "transformer" / "score-test.txt").write_text("BLEU = 30.0\n")
     result = run(["bash", compare, data, out, "5", "transformer", "--", "--lr", "1e-4"], env=env)
     assert result.returncode == 2 and "without run.txt" in result.stderr
+
+
+def test_compare_bleu_refuses_a_second_run_on_one_out_dir(tmp_path):
+    # two runs on one OUT-DIR trained in the same OUT-DIR/ARCH at once
+    import fcntl
+
+    env, calls = fake_fairseq(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held as by a run in progress
+        result = run(["bash", ROOT / "scripts" / "compare_bleu.sh", tmp_path / "data", out, "5", "transformer"], env=env)
+    assert result.returncode == 2 and result.stderr.splitlines()[-1] == (  # after fairseq's import messages
+        f"compare_bleu.sh: error: OUT-DIR {out} is being written by another run (it holds {out}/.lock): wait for it "
+        "to end, or give another OUT-DIR")
+    assert not fake_calls(calls) and sorted(os.listdir(out)) == [".lock"]
+    (tmp_path / "file").write_text("")
+    result = run(["bash", ROOT / "scripts" / "compare_bleu.sh", tmp_path / "data", tmp_path / "file", "5",
+                  "transformer"], env=env)
+    assert result.returncode == 2 and "OUT-DIR" in result.stderr and "is a file" in result.stderr
