@@ -14,8 +14,10 @@ per family the median over its runs (and the range when there are several) of
 
 Runs are ordered run 1 of every family, then run 2 of every family, ...; a run whose JSON exists is
 not run again, so an interrupted invocation picks up where it stopped and a later one with more
-``--runs`` adds runs. ``--table-only`` rewrites the table from the JSON files there (the table is
-made by :mod:`tree_fairseq.analysis.benchmark_table`).
+``--runs`` adds runs; ``OUT/settings.json`` records what they are made with, and a command that
+differs is refused while OUT holds a finished run (without one the record is replaced).
+``--table-only`` rewrites the table from the JSON files there (the table is made by
+:mod:`tree_fairseq.analysis.benchmark_table`).
 
 Options this script does not know go to benchmark_speed.py (e.g. ``--embed-dim 256``); its
 defaults here are those of the published table: one thread, 10 timed updates after 2, 64
@@ -41,6 +43,7 @@ from pathlib import Path
 
 from tree_fairseq.analysis.benchmark_table import FAMILIES, load_runs, table
 from tree_fairseq.cli.argtypes import positive_int
+from tree_fairseq.cli.files import write_json
 
 HERE = Path(__file__).resolve().parent
 DEFAULTS = ["--threads", "1", "--updates", "10", "--warmup", "2", "--gen-sentences", "64", "--lengths", "16,256,512"]
@@ -98,19 +101,37 @@ def mixed_settings(runs: dict[str, list[dict]]) -> list[str]:
 
 def check_settings(out: Path, flags: list, data: dict[str, str]) -> dict:
     """OUT/settings.json, what its runs were made with (benchmark_speed.py's flags, each family's
-    data-bin), with this command's families added; exits when this command's differ."""
+    data-bin), with this command's families added; exits when this command's differ and OUT holds a
+    finished run (without one, as after a command whose every run failed, the record is replaced)."""
     path = out / "settings.json"
     settings = {"flags": flags, "data": {arch: os.path.realpath(bin) for arch, bin in data.items()}}
-    if path.exists():
+    if not path.exists():
+        return settings
+    finished = any(out.glob("*.run*.json"))
+    try:
         before = json.loads(path.read_text())
-        problems = [f"benchmark_speed.py's flags were {' '.join(before['flags'])!r}, now {' '.join(flags)!r}"
-                    ] if before["flags"] != flags else []
-        problems += [f"{arch} ran on {before['data'][arch]}, now {bin}" for arch, bin in settings["data"].items()
-                     if arch in before["data"] and before["data"][arch] != bin]
-        if problems:
-            sys.exit(f"benchmark_all.py: error: {out} holds runs made otherwise ({'; '.join(problems)}), which "
-                     "would be pooled with these: give another --out")
-        settings["data"] = {**before["data"], **settings["data"]}
+        if not (isinstance(before, dict) and isinstance(before.get("flags"), list)
+                and isinstance(before.get("data"), dict)):
+            raise ValueError("not the record of benchmark_all.py")
+    except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+        if finished:
+            sys.exit(f"benchmark_all.py: error: {path} cannot be read ({error}), and {out} holds finished runs: "
+                     "give another --out")
+        print(f"benchmark_all.py: {path} cannot be read and {out} holds no finished run: replacing it",
+              file=sys.stderr)
+        return settings
+    problems = [f"benchmark_speed.py's flags were {' '.join(before['flags'])!r}, now {' '.join(flags)!r}"
+                ] if before["flags"] != flags else []
+    problems += [f"{arch} ran on {before['data'][arch]}, now {bin}" for arch, bin in settings["data"].items()
+                 if arch in before["data"] and before["data"][arch] != bin]
+    if problems and not finished:
+        print(f"benchmark_all.py: {path} records other settings ({'; '.join(problems)}) and {out} holds no finished "
+              "run: replacing it", file=sys.stderr)
+        return settings
+    if problems:
+        sys.exit(f"benchmark_all.py: error: {out} holds runs made otherwise ({'; '.join(problems)}), which "
+                 "would be pooled with these: give another --out")
+    settings["data"] = {**before["data"], **settings["data"]}
     return settings
 
 
@@ -140,7 +161,7 @@ def main():
     if not a.table_only:
         data = data_bins(a)
         settings = check_settings(out, [*DEFAULTS, *passed], data)
-        (out / "settings.json").write_text(json.dumps(settings, indent=1) + "\n")
+        write_json(out / "settings.json", settings)  # whole or not at all
         for run in range(1, a.runs + 1):
             for arch in a.families:
                 if not (out / f"{arch}.run{run}.json").exists() and not run_one(data[arch], passed, arch, run, out):

@@ -17,7 +17,8 @@
 # second one is refused. OUT-DIR/ARCH/ holds each model's checkpoints, logs and outputs, and
 # OUT-DIR/ARCH/run.txt what it is made with (data-bin, UPDATES, architecture, task, flags); a
 # finished model is not trained again, an interrupted one resumes, and a model made with anything
-# else is refused (give another OUT-DIR, or remove OUT-DIR/ARCH), before anything runs.
+# else is refused (give another OUT-DIR, or remove OUT-DIR/ARCH), before anything runs; the record
+# of a folder with no model (no checkpoint, no score) is replaced.
 #
 #   scripts/compare_bleu.sh --jobs 2 data-bin/iwslt14.de-en out/compare 400 \
 #       transformer_iwslt_de_en tree_transformer_iwslt_de_en constituent_transformer_iwslt_de_en
@@ -99,11 +100,16 @@ record() {
     if (($# > 2)); then printf ' %q' "${@:3}"; fi
     printf '\n'
 }
+REPLACED=()
 for i in "${!ARCHS[@]}"; do
     dir=$OUT/${ARCHS[$i]}
     [[ -e $dir ]] || continue
     if [[ -f $dir/run.txt ]]; then
-        if ! diff <(record "${ARCHS[$i]}" "${TASKS[$i]}" "${EXTRA[@]}") "$dir/run.txt" > /dev/null; then
+        if diff <(record "${ARCHS[$i]}" "${TASKS[$i]}" "${EXTRA[@]}") "$dir/run.txt" > /dev/null; then
+            :
+        elif [[ ! -f $dir/score-test.txt ]] && ! compgen -G "$dir/checkpoint*.pt" > /dev/null; then
+            REPLACED+=("$dir")  # no model made with it (a run that failed before its first checkpoint): not refused
+        else
             echo "compare_bleu.sh: error: $dir was made with other settings than this command's:" >&2
             diff <(record "${ARCHS[$i]}" "${TASKS[$i]}" "${EXTRA[@]}") "$dir/run.txt" \
                 | sed -n 's/^< /  now: /p; s/^> /  then: /p' >&2 || true
@@ -115,6 +121,10 @@ for i in "${!ARCHS[@]}"; do
             "OUT-DIR, or remove $dir to train it again" >&2
         exit 2
     fi
+done
+for dir in "${REPLACED[@]}"; do
+    echo "compare_bleu.sh: $dir/run.txt records other settings and $dir holds no model: replacing it" >&2
+    rm "$dir/run.txt"
 done
 
 run_one() {

@@ -236,6 +236,7 @@ def test_runs_made_otherwise_are_not_pooled(tmp_path):
     first = benchmark_all(data, out, "--runs", "1", "--families", family, "--embed-dim", "32")
     assert first.returncode == 1 and (out / f"{family}.run1.txt").exists()
     (out / f"{family}.run1.txt").unlink()
+    (out / f"{family}.run1.json").write_text("{}")  # a finished run (without one, the record is replaced)
     cases = ((data, ["--embed-dim", "64"], "--embed-dim 64"), (other, ["--embed-dim", "32"], f"ran on {data}, now {other}"))
     for directory, flags, said in cases:
         result = benchmark_all(directory, out, "--runs", "2", "--families", family, *flags)
@@ -254,3 +255,32 @@ def test_runs_made_otherwise_are_not_pooled(tmp_path):
 def test_runs_must_be_one_or_more(tmp_path):
     result = benchmark_all("unused", tmp_path, "--runs", "0")
     assert result.returncode == 2 and "--runs: '0': a whole number, 1 or more" in result.stderr
+
+
+def test_a_record_without_a_finished_run_is_replaced(tmp_path):
+    """A mistyped first command (every run failed) wrote settings.json, and the corrected one was
+    refused as "holds runs made otherwise" though no run existed."""
+    out, data = tmp_path / "out", tmp_path / "data"
+    data.mkdir()
+    family = TWO_FAMILIES[0]
+    first = benchmark_all(data, out, "--runs", "1", "--families", family, "--embed-dimm", "32")
+    assert first.returncode == 1 and not (out / f"{family}.run1.json").exists()
+    result = benchmark_all(data, out, "--runs", "1", "--families", family, "--embed-dim", "32")
+    assert "holds runs made otherwise" not in result.stderr
+    assert f"{out / 'settings.json'} records other settings" in result.stderr and "replacing it" in result.stderr
+    assert json.loads((out / "settings.json").read_text())["flags"][-2:] == ["--embed-dim", "32"]
+
+
+@pytest.mark.parametrize("text", ["", "{not json", "[]"])
+def test_a_record_that_cannot_be_read_is_named(tmp_path, text):
+    # an empty or corrupt settings.json ended in a JSONDecodeError traceback
+    out, data = tmp_path / "out", tmp_path / "data"
+    out.mkdir(), data.mkdir()
+    family = TWO_FAMILIES[0]
+    (out / "settings.json").write_text(text)
+    (out / f"{family}.run1.json").write_text("{}")
+    result = benchmark_all(data, out, "--runs", "1", "--families", family)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(  # after fairseq's import messages
+        f"benchmark_all.py: error: {out / 'settings.json'} cannot be read (")
+    assert (out / "settings.json").read_text() == text

@@ -945,6 +945,7 @@ def test_compare_bleu_refuses_a_model_made_with_other_settings(tmp_path):
     run(["bash", compare, data, out, "5", "transformer", "--", "--lr", "1e-4"], env=env)
     assert len([call for call in fake_calls(calls) if call[0] == "fairseq-train"]) == 1
     assert "updates: 5" in (out / "transformer" / "run.txt").read_text()
+    (out / "transformer" / "checkpoint_last.pt").write_text("")  # a model (without one, the record is replaced)
     other_data = tmp_path / "other-data"
     shutil.copytree(data, other_data)
     for argv, now in (([data, out, "6", "transformer", "--", "--lr", "1e-4"], "now: updates: 6"),
@@ -981,3 +982,18 @@ def test_compare_bleu_refuses_a_second_run_on_one_out_dir(tmp_path):
     result = run(["bash", ROOT / "scripts" / "compare_bleu.sh", tmp_path / "data", tmp_path / "file", "5",
                   "transformer"], env=env)
     assert result.returncode == 2 and "OUT-DIR" in result.stderr and "is a file" in result.stderr
+
+
+def test_compare_bleu_replaces_the_record_of_a_folder_without_a_model(tmp_path):
+    # run.txt was written before training: a mistyped first run (no model) locked out the corrected command
+    env, calls = fake_fairseq(tmp_path)
+    compare, data, out = ROOT / "scripts" / "compare_bleu.sh", tmp_path / "data", tmp_path / "out"
+    run(["bash", compare, data, out, "5", "transformer", "--", "--bogus"], env=env)
+    assert "--bogus" in (out / "transformer" / "run.txt").read_text()
+    result = run(["bash", compare, data, out, "5", "transformer"], env=env)
+    assert result.returncode != 2 and "was made with other settings" not in result.stderr
+    assert (f"compare_bleu.sh: {out / 'transformer'}/run.txt records other settings and {out / 'transformer'} holds "
+            "no model: replacing it") in result.stderr.splitlines()
+    assert (out / "transformer" / "run.txt").read_text().endswith("flags:\n")
+    trains = [call for call in fake_calls(calls) if call[0] == "fairseq-train"]
+    assert len(trains) == 2 and "--bogus" not in trains[1]
