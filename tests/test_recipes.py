@@ -997,3 +997,31 @@ def test_compare_bleu_replaces_the_record_of_a_folder_without_a_model(tmp_path):
     assert (out / "transformer" / "run.txt").read_text().endswith("flags:\n")
     trains = [call for call in fake_calls(calls) if call[0] == "fairseq-train"]
     assert len(trains) == 2 and "--bogus" not in trains[1]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["2", "avg.pt", "--updates"], "--updates: the one option is --updates, as the first argument"),
+    (["2", "--updates"], "--updates: the one option is --updates, as the first argument"),
+    (["2", "avg.pt", "extra", "more"],
+     "arguments after OUTPUT: extra more (it takes [--updates] SAVE-DIR [N] [OUTPUT])"),
+])
+def test_average_checkpoints_sh_refuses_arguments_it_does_not_take(tmp_path, argv, message):
+    # `average_checkpoints.sh ck 2 avg.pt --updates` averaged the epoch checkpoints, rc 0
+    import torch
+
+    save_dir = tmp_path / "ck"
+    save_dir.mkdir()
+    for epoch in range(1, 11):
+        torch.save({"model": {"w": torch.full((2,), float(epoch))}}, save_dir / f"checkpoint{epoch}.pt")
+    for epoch in range(1, 3):
+        torch.save({"model": {"w": torch.full((2,), -1.0)}}, save_dir / f"checkpoint_{epoch}_{10 * epoch}.pt")
+    script = ROOT / "scripts" / "average_checkpoints.sh"
+    result = run(["bash", script, save_dir, *argv], cwd=tmp_path, env={"PYTHON": sys.executable})
+    assert result.returncode == 2 and result.stderr == f"average_checkpoints.sh: error: {message}\n"
+    assert sorted(os.listdir(tmp_path)) == ["ck"] and len(os.listdir(save_dir)) == 12
+    for n, mean in (("10", 5.5), ("5", 8.0)):  # the study's calls: SAVE-DIR 10, SAVE-DIR 5
+        result = run(["bash", script, save_dir, n], env={"PYTHON": sys.executable})
+        assert result.returncode == 0, result.stderr
+        assert torch.load(save_dir / f"checkpoint_avg_last{n}.pt")["model"]["w"].tolist() == [mean, mean]
+    result = run(["bash", script, "--updates", save_dir, "2", tmp_path / "avg.pt"], env={"PYTHON": sys.executable})
+    assert result.returncode == 0 and torch.load(tmp_path / "avg.pt")["model"]["w"].tolist() == [-1.0, -1.0]
