@@ -1,6 +1,7 @@
 """tree_fairseq.cli.files: a file is written whole or not at all, with open()'s permissions, and two
 writers of one path at once never mix their contents."""
 
+import json
 import os
 import signal
 import subprocess
@@ -166,3 +167,23 @@ def test_a_byte_order_mark_is_refused_naming_the_file_and_line_1(tmp_path):
                                 capture_output=True, text=True, cwd=tmp_path, env=helpers.subprocess_env())
         assert result.returncode == 1, (option, result.stderr[-2000:])
         assert f"error: {tmp_path / 'bom'} line 1 starts with a UTF-8 byte-order mark" in result.stderr, option
+
+
+def test_a_link_to_a_device_is_replaced_not_followed(tmp_path):
+    # /dev/stdout resolves to whatever the standard output is, a regular file when it is redirected:
+    # following the link would write the output over that file (the callers refuse such outputs up
+    # front with check_output; replacing() itself must not follow one either).
+    log = tmp_path / "log"
+    log.write_text("the log\n", encoding="utf-8")
+    link = tmp_path / "out.json"
+    link.symlink_to("/dev/stdout")
+    with open(log, "a", encoding="utf-8") as redirected:
+        saved = os.dup(1)
+        os.dup2(redirected.fileno(), 1)
+        try:
+            files.write_json(str(link), {"a": 1})
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+    assert log.read_text(encoding="utf-8") == "the log\n"
+    assert not link.is_symlink() and json.loads(link.read_text(encoding="utf-8")) == {"a": 1}

@@ -46,7 +46,8 @@ def replacing(path, locked: bool = False) -> Iterator[str]:
     without an exception, removed otherwise. With ``locked`` the caller holds the output's lock (no
     other run writes there) and the partial file is ``PATH.tmp``: a name the next run can find and
     remove when a run was killed outright. A link is followed: the file it leads to is replaced."""
-    path = os.path.realpath(path)
+    if os.path.islink(path) and not leads_to_a_device(path):  # never a file a device link resolves to (stdout's)
+        path = os.path.realpath(path)
     if locked:
         partial = os.fspath(path) + ".tmp"
     else:

@@ -191,12 +191,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def parse_file(args: argparse.Namespace) -> None:
-    for name in ("output", "heads"):
-        # A link is followed, its file written (with its record beside it): the rename of OUTPUT.tmp
-        # onto the link would replace the link by a file and leave the file it names as it was.
-        path = getattr(args, name)
-        if path is not None and os.path.islink(path):
-            setattr(args, name, os.path.realpath(path))
     if args.join:
         return join_outputs(args)
     if args.join_heads:
@@ -211,6 +205,7 @@ def parse_file(args: argparse.Namespace) -> None:
             raise ValueError(f"{flag} {path}: no such file")
     _check_output(args)
     _check_heads(args)
+    _follow_links(args)
     _check_inputs_not_written(args, [("--input", args.input), ("--trees", args.trees)])
     if args.workers > 1 and args.parser == "stanza" and not args.cpu:
         import torch
@@ -242,6 +237,16 @@ def _check_output(args: argparse.Namespace) -> None:
         if path is not None and same_file(path, args.output):
             raise ValueError(f"--output {args.output} is the {flag} file: it would be replaced by the trees; "
                              "write them elsewhere")
+
+
+def _follow_links(args: argparse.Namespace) -> None:
+    """An --output or --heads that is a link (found not to lead to a device) stands for the file it
+    leads to, which is written, its record beside it: the rename of OUTPUT.tmp onto the link would
+    replace the link by a file and leave the file it names as it was."""
+    for name in ("output", "heads"):
+        path = getattr(args, name)
+        if path is not None and os.path.islink(path):
+            setattr(args, name, os.path.realpath(path))
 
 
 def _check_inputs_not_written(args: argparse.Namespace, inputs: list[tuple[str, str]]) -> None:
@@ -747,6 +752,7 @@ def join_outputs(args: argparse.Namespace) -> None:
     for flag, path in (("--output", args.output), ("--heads", args.heads)):
         if path is not None and any(same_file(path, part) for part in parts + heads_parts):
             raise ValueError(f"{flag} {path} is one of the parts: write the joined file elsewhere")
+    _follow_links(args)
     _check_inputs_not_written(args, [("--join", part) for part in parts] +
                               [("--join", record_path(part)) for part in parts] +
                               [("--join-heads", path) for path in heads_parts])
