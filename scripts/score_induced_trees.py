@@ -14,7 +14,11 @@ tree, over the same words (case aside)::
 
 ``table``: median and max over seeds, per setting, of the sentence-level F1 with Algorithm 1's
 ``--m`` (default 3, the paper's) of finished runs (their ``results/scores.json``), as the paper's
-Tables 1 and 2, with the baselines over the same sentences::
+Tables 1 and 2, with the baselines over the same sentences. The runs of one setting must agree on
+every setting they record but ``seed`` and ``--max-epochs`` (the cap, which a run not yet finished may
+be given higher, bounds nothing of a run stopped by its patience), or are refused, naming them; a row
+with a run that did not stop by its patience (``stopped`` in its scores.json: at its cap, or fairseq
+stopped) is marked ``*`` and the run named below the table (``unconverged`` in the JSON)::
 
     python scripts/score_induced_trees.py table runs/ptb-seed1 runs/ptb-seed2 runs/ptb+iwslt-seed1
 
@@ -40,6 +44,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -141,12 +146,45 @@ def finished_run(folder: Path) -> dict:
     raise ValueError(f"{folder} holds no finished run (no {folder / 'results' / 'scores.json'})")
 
 
+# What a finished run's scores.json holds that is a result, not a setting of the run.
+RESULT_KEYS = frozenset(("stopped", "epochs", "best_epoch", "best_updates", "best_valid_loss", "curve", "induced",
+                         "links", "agreement", "baselines", "short_sentences", "valid_sentences"))
+# Settings meant to differ between the runs of one row: the seed, and the cap, which may be raised for a run not
+# yet finished and bounds nothing of a run stopped by its patience (the only runs a row takes).
+SEED_KEYS = frozenset(("seed", "max_epochs"))
+# scripts/induce_trees.py's "stopped" of a run stopped by its patience (tree_fairseq.cli.patience.max_epoch).
+CONVERGED = re.compile(r"done: \d+ validation\(s\) since the best ")
+
+
+def check_poolable(workdirs: list[Path], results: list[dict]) -> None:
+    """Refuse, naming the folders, runs of one setting (pooled into one row) that differ in a setting
+    other than :data:`SEED_KEYS`."""
+    first: dict[str, tuple[Path, dict]] = {}
+    for workdir, record in zip(workdirs, results):
+        other, before = first.setdefault(record["setting"], (workdir, record))
+        differ = sorted(key for key in (set(before) | set(record)) - RESULT_KEYS - SEED_KEYS
+                        if before.get(key, "(none)") != record.get(key, "(none)"))
+        if differ:
+            said = ", ".join(f"{key} {before.get(key, '(none)')} / {record.get(key, '(none)')}" for key in differ)
+            raise ValueError(f"{other} and {workdir}, both of setting {record['setting']}, were run with other "
+                             f"settings ({said}): runs pooled into one row must differ in the seed only")
+
+
 def table(args) -> None:
     results = [finished_run(workdir) for workdir in args.workdirs]
     sentences = {(r["trees"], r["word_filter"], r["sentences"], r["short"]) for r in results}
     if len(sentences) > 1:
         raise ValueError("the runs parsed other sentences (--trees, --word-filter, --sentences or --short differ)")
+    check_poolable(args.workdirs, results)
     rows = induction.seed_table(results, args.m)
+    unconverged = [(workdir, record) for workdir, record in zip(args.workdirs, results)
+                   if not CONVERGED.match(str(record.get("stopped")))]
+    for row in rows:
+        if row["trees"].startswith("constituent attention, "):
+            setting = row["trees"].removeprefix("constituent attention, ").rsplit(", m=", 1)[0]
+            seeds = sorted(record["seed"] for _, record in unconverged if record["setting"] == setting)
+            if seeds:
+                row["unconverged"] = seeds
     if args.json:
         print(json.dumps(rows, indent=1))
         return
@@ -154,8 +192,11 @@ def table(args) -> None:
           f"{results[0]['short_sentences']} of <= {results[0]['short']} words")
     print(f"{'trees':<44} {'seeds':<12} {'all med':>7} {'all max':>7} {'short med':>9} {'short max':>9}")
     for row in rows:
-        print(f"{row['trees']:<44} {','.join(map(str, row['seeds'])):<12} {row['all']['median']:>7.1f} "
+        name = row["trees"] + (" *" if "unconverged" in row else "")
+        print(f"{name:<44} {','.join(map(str, row['seeds'])):<12} {row['all']['median']:>7.1f} "
               f"{row['all']['max']:>7.1f} {row['short']['median']:>9.1f} {row['short']['max']:>9.1f}")
+    for workdir, record in unconverged:
+        print(f"* not converged: {workdir} (seed {record['seed']}, stopped: {record.get('stopped')})")
 
 
 PICTURES = ("curve.png", "links.png")

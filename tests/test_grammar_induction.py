@@ -462,7 +462,9 @@ def test_converges_scores_publishes_and_resumes_after_a_kill(trees_file, tmp_pat
     assert again.returncode == 0, again.stderr[-3000:]
     assert [json.loads(again.stdout)[str(folder / "trees" / f"m{m}.txt.gz")] for m in "01"] == [
         record["induced"]["0"], record["induced"]["1"]]
-    assert run(SCORE, "table", "--m", "1", folder).stdout == table.stdout
+    # Stopped at its cap (--max-epochs 7): marked, the folder named.
+    assert table.stdout.splitlines()[-1].startswith(f"* not converged: {whole} (seed 1, stopped: done: --max-epoch 7")
+    assert run(SCORE, "table", "--m", "1", folder).stdout == table.stdout.replace(str(whole), str(folder))
     assert set(p.name for p in out.iterdir()) == {"whole"}  # no partial folder left
     # Refused: a folder already published, two workdirs of one name, an unfinished run, other gold trees.
     existing = run(SCORE, "publish", "--gold", trees_file, "--out", out, whole)
@@ -774,3 +776,37 @@ def test_publish_checks_every_workdir_before_it_writes_and_table_reads_only_runs
         module.main(["table", str(second)])
     with pytest.raises(SystemExit):
         module.main(["score", "--short", "0", "--gold", str(gold), str(first / "results" / "trees" / "m3.txt")])
+
+
+@pytest.mark.skipif(len([p for p in PUBLISHED_RUNS if p.name.startswith("ptb-small-")]) < 2,
+                    reason="fewer than two published ptb runs")
+def test_table_refuses_runs_of_other_settings_in_one_row_and_marks_unconverged_ones(tmp_path, capsys):
+    """table pools the seeds of one setting only when they were run with the same settings (the cap
+    aside), naming the folders and the keys; a run not stopped by its patience is marked, named."""
+    module = load_script(SCORE)
+    runs = [p for p in PUBLISHED_RUNS if p.name.startswith("ptb-small-")]
+    copies = []
+    for folder in runs:
+        (tmp_path / folder.name).mkdir()
+        shutil.copyfile(folder / "scores.json", tmp_path / folder.name / "scores.json")
+        copies.append(tmp_path / folder.name)
+    module.main(["table", *map(str, runs)])
+    published = capsys.readouterr().out
+    record = json.loads((copies[1] / "scores.json").read_text(encoding="utf-8"))
+    changed = {**record, "lr": 0.01, "threshold": 0.5, "keep_case": True, "max_tokens": 1024, "extra_text": "x",
+               "min_layer": 1}
+    (copies[1] / "scores.json").write_text(json.dumps(changed), encoding="utf-8")
+    with pytest.raises(SystemExit, match=rf"{copies[0]} and {copies[1]}, both of setting ptb, were run with other "
+                                         r"settings \(extra_text None / x, keep_case False / True, lr 0.0001 / 0.01, "
+                                         r"max_tokens 4096 / 1024, min_layer 3 / 1, threshold 0.8 / 0.5\)"):
+        module.main(["table", *map(str, copies)])
+    stopped = {**record, "max_epochs": 300, "stopped": "done: --max-epoch 300 reached (2 validation(s) since ...)"}
+    (copies[1] / "scores.json").write_text(json.dumps(stopped), encoding="utf-8")
+    module.main(["table", *map(str, copies)])
+    marked = capsys.readouterr().out
+    assert "constituent attention, ptb, m=3 *" in marked
+    assert f"* not converged: {copies[1]} (seed {record['seed']}, stopped: done: --max-epoch 300" in marked
+    assert marked.splitlines()[3:-1] == published.splitlines()[3:]  # the baselines' rows as before
+    module.main(["table", "--json", *map(str, copies)])
+    assert json.loads(capsys.readouterr().out)[0]["unconverged"] == [record["seed"]]
+
