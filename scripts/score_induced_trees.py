@@ -53,6 +53,7 @@ from pathlib import Path
 from tree_fairseq.analysis import induction
 from tree_fairseq.cli import argtypes
 from tree_fairseq.cli.files import current_umask
+from tree_fairseq.cli.locking import make_folder
 from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.trees.evaluation import short_sentences
 
@@ -202,7 +203,22 @@ def table(args) -> None:
 PICTURES = ("curve.png", "links.png")
 
 
+def check_out_folder(out: Path) -> None:
+    """Refuse, before any tree is scored, an --out that cannot be the folder (a file, a link to
+    nothing, a file on the way to it)."""
+    above = out
+    while not above.exists():
+        if above.is_symlink():
+            raise ValueError(f"--out {out}: {above} is a link to {os.readlink(above)}, which does not exist")
+        if above.parent == above:
+            return
+        above = above.parent
+    if not above.is_dir():
+        raise ValueError(f"--out {out}: {above} is a file, not a folder: give a folder (new, or of published runs)")
+
+
 def publish(args) -> None:
+    check_out_folder(args.out)
     names = [workdir.resolve().name for workdir in args.workdirs]
     for name in names:
         if names.count(name) > 1:
@@ -235,7 +251,7 @@ def publish(args) -> None:
             raise ValueError(f"{missing[0]}: no such file; {workdir} is not a finished workdir (a published "
                              "folder is published already)")
         staged.append((workdir, texts))
-    args.out.mkdir(parents=True, exist_ok=True)
+    make_folder(args.out, "--out")
     for (workdir, texts), name in zip(staged, names):
         partial = tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial", dir=args.out)
         with removed_on_sigterm(partial):

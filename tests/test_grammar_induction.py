@@ -810,3 +810,14 @@ def test_table_refuses_runs_of_other_settings_in_one_row_and_marks_unconverged_o
     module.main(["table", "--json", *map(str, copies)])
     assert json.loads(capsys.readouterr().out)[0]["unconverged"] == [record["seed"]]
 
+
+def test_publish_refuses_an_out_that_is_a_file_before_it_scores(tmp_path):
+    """--out a plain file (or a file on the way to it) is refused up front, naming --out, before any
+    workdir is read (here none is a run at all)."""
+    module = load_script(SCORE)
+    (tmp_path / "outfile").write_text("", encoding="utf-8")
+    for out in (tmp_path / "outfile", tmp_path / "outfile" / "sub"):
+        with pytest.raises(SystemExit, match=rf"^score_induced_trees.py: error: --out {out}: {tmp_path / 'outfile'} is "
+                                             r"a file, not a folder"):
+            module.main(["publish", "--gold", str(tmp_path / "none.txt"), "--out", str(out), str(tmp_path)])
+    assert (tmp_path / "outfile").read_text(encoding="utf-8") == ""
