@@ -109,6 +109,10 @@ def main(argv=None):
 
 def publish(args) -> None:
     systems = _systems(args.systems)
+    if args.ref and args.ref_detok and not any(systems.values()):
+        raise ValueError(f"--ref {args.ref} and --ref-detok {args.ref_detok}: with every system one already published, "
+                         "--ref-detok is the reference and --ref would go unread (it checks --ref-detok only against "
+                         "fairseq-generate outputs); give one of them")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)  # where the lock goes, beside --out
     with output_lock(args.out, "--out"):
         _publish(args, systems)

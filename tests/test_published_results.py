@@ -481,3 +481,16 @@ def test_publish_results_says_why_sentences_are_missing(tiny_databin, tmp_path, 
         assert "--allow-subset" not in message and message.endswith("Translate every sentence")
     assert f"{whole_ids} is cut short: its last line (H-39) ends without a newline" in publish.refused("a=" + whole_ids)
     assert not (tmp_path / "published").exists()
+
+
+def test_publish_results_refuses_ref_beside_ref_detok_when_it_would_go_unread(tmp_path):
+    """--ref beside --ref-detok when every system is a published one (--ref never read) is refused in
+    one line, before --out is made."""
+    published = ROOT / "docs" / "results" / "iwslt14-lowres-en-de"
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out", str(out), "--lang",
+                             "de", "--ref-detok", str(published / "ref.de"), "--ref", str(tmp_path / "nonexistent"),
+                             "transformer"], capture_output=True, text=True)
+    assert result.returncode == 1 and (f"--ref {tmp_path / 'nonexistent'} and --ref-detok {published / 'ref.de'}: with "
+                                       "every system one already published") in result.stderr, result.stderr[-2000:]
+    assert not out.exists() and not (tmp_path / "out.lock").exists()
