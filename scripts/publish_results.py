@@ -95,7 +95,8 @@ def main(argv=None):
     parser.add_argument("--ref-detok", metavar="FILE", help="the test set's raw (untokenised) target text instead")
     parser.add_argument("--baseline", help="the system every other is tested against (default: the first)")
     parser.add_argument("--compare", action="append", default=[], metavar="A:B",
-                        help="a further paired bootstrap test: system A against baseline B (repeatable)")
+                        help="a further paired bootstrap test: system A against baseline B (repeatable; a pair "
+                        "tested already, in either order, or A:A is refused)")
     parser.add_argument("--replace", action="append", default=[], metavar="NAME",
                         help="replace the output (and figures) that --out publishes for system NAME with the "
                         "fairseq-generate output given for it (repeatable); without it, a system already published "
@@ -113,28 +114,43 @@ def publish(args) -> None:
         raise ValueError(f"--ref {args.ref} and --ref-detok {args.ref_detok}: with every system one already published, "
                          "--ref-detok is the reference and --ref would go unread (it checks --ref-detok only against "
                          "fairseq-generate outputs); give one of them")
+    pairs = _pairs(args, systems)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)  # where the lock goes, beside --out
     with output_lock(args.out, "--out"):
-        _publish(args, systems)
+        _publish(args, systems, pairs)
 
 
-def _publish(args, systems: dict) -> None:
+def _pairs(args, systems: dict) -> list[tuple[str, str]]:
+    """The paired tests, (baseline, system): every system against the baseline, then each --compare
+    pair; refused in one line naming --compare, a system against itself and a test made already (in
+    either order: the paired bootstrap of B against A is that of A against B)."""
+    baseline = args.baseline or next(iter(systems))
+    if baseline not in systems:
+        raise ValueError(f"--baseline {baseline} is not among the systems {', '.join(systems)}")
+    pairs = [(baseline, name) for name in systems if name != baseline]
+    defaults = len(pairs)
+    for pair in args.compare:
+        system, _, other = pair.partition(":")
+        if system not in systems or other not in systems:
+            raise ValueError(f"--compare {pair}: both must be among the systems {', '.join(systems)}")
+        if system == other:
+            raise ValueError(f"--compare {pair}: a system against itself; give two systems")
+        made = next((made for made in pairs if set(made) == {system, other}), None)
+        if made is not None:
+            why = "the baseline's test" if pairs.index(made) < defaults else "an earlier --compare"
+            raise ValueError(f"--compare {pair}: {made[1]} is tested against {made[0]} already ({why}; the test in "
+                             "either order is the same): leave it out")
+        pairs.append((other, system))
+    return pairs
+
+
+def _publish(args, systems: dict, pairs: list) -> None:
     _check_published(args, systems)
     if args.data_bin:
         src, tgt = language_pair(args.data_bin)
         if args.lang != tgt:
             raise ValueError(f"--lang {args.lang}, but {args.data_bin} translates {src} into {tgt} (its {src}-{tgt} "
                              f"split files): give --lang {tgt}")
-    baseline = args.baseline or next(iter(systems))
-    if baseline not in systems:
-        raise ValueError(f"--baseline {baseline} is not among the systems {', '.join(systems)}")
-    pairs = [(baseline, name) for name in systems if name != baseline]
-    for pair in args.compare:
-        system, _, other = pair.partition(":")
-        if system not in systems or other not in systems:
-            raise ValueError(f"--compare {pair}: both must be among the systems {', '.join(systems)}")
-        if (other, system) not in pairs:
-            pairs.append((other, system))
     reference, described = _reference(args, systems)
     outputs = {name: _hypotheses(args, name, path, len(reference)) for name, path in systems.items()}
     os.makedirs(args.out, exist_ok=True)

@@ -54,7 +54,12 @@ def test_publish_results_writes_outputs_scores_and_commands(tiny_databin, tmp_pa
     out = tmp_path / "published"
     published = subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out", str(out),
                                 "--lang", "en", "--data-bin", str(tiny_databin), "--compare", "model.balanced:oracle",
-                                "--compare", "oracle:model.balanced",
+                                "model.balanced=" + str(first), "oracle=" + str(second)],
+                               capture_output=True, text=True)
+    assert published.returncode == 1 and "--compare model.balanced:oracle: oracle is tested against model.balanced " \
+        "already (the baseline's test" in published.stderr and not out.exists()
+    published = subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out", str(out),
+                                "--lang", "en", "--data-bin", str(tiny_databin),
                                 "model.balanced=" + str(first), "oracle=" + str(second)],
                                capture_output=True, text=True)
     assert published.returncode == 0, published.stderr[-2000:]
@@ -66,10 +71,8 @@ def test_publish_results_writes_outputs_scores_and_commands(tiny_databin, tmp_pa
     assert scores["systems"]["model.balanced"]["score"] < 100
     assert scores["paired_bootstrap"][0]["baseline"] == "model.balanced"
     assert scores["paired_bootstrap"][0]["p_value"] < 0.05
-    # --compare A:B tests system A against baseline B, after the tests against the first system; a test
-    # already made (oracle against the first system) is not made twice
-    assert [(test["baseline"], test["system"]) for test in scores["paired_bootstrap"]] == [
-        ("model.balanced", "oracle"), ("oracle", "model.balanced")]
+    # the test against the first system only: --compare model.balanced:oracle would make it again (reversed)
+    assert [(test["baseline"], test["system"]) for test in scores["paired_bootstrap"]] == [("model.balanced", "oracle")]
     check_published(out)
     # score.sh gives the same figures
     result = subprocess.run(["bash", str(out / "score.sh")], capture_output=True, text=True, check=True,
@@ -481,6 +484,32 @@ def test_publish_results_says_why_sentences_are_missing(tiny_databin, tmp_path, 
         assert "--allow-subset" not in message and message.endswith("Translate every sentence")
     assert f"{whole_ids} is cut short: its last line (H-39) ends without a newline" in publish.refused("a=" + whole_ids)
     assert not (tmp_path / "published").exists()
+
+
+def test_publish_results_refuses_a_duplicate_compare_before_any_work(tmp_path):
+    """--compare A:A and a --compare pair that is the baseline's test or an earlier --compare's (either
+    order) are refused in one line naming --compare, before --out is made."""
+    published = ROOT / "docs" / "results" / "iwslt14-lowres-en-de"
+    out = tmp_path / "out"
+
+    def publish(*flags):
+        return subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), "--out", str(out),
+                               "--lang", "de", "--ref-detok", str(published / "ref.de"), *flags],
+                              capture_output=True, text=True)
+
+    cases = [
+        (["--compare", "transformer:transformer", "transformer", "tree_transformer.spacy"],
+         "--compare transformer:transformer: a system against itself"),
+        (["--compare", "transformer:tree_transformer.spacy", "transformer", "tree_transformer.spacy"],
+         "--compare transformer:tree_transformer.spacy: tree_transformer.spacy is tested against transformer already "
+         "(the baseline's test"),
+        (["--compare", "a:b", "--compare", "b:a", "transformer", "a", "b"],
+         "--compare b:a: a is tested against b already (an earlier --compare"),
+    ]
+    for flags, said in cases:
+        result = publish(*flags)
+        assert result.returncode == 1 and said in result.stderr, result.stderr[-2000:]
+        assert not out.exists() and not (tmp_path / "out.lock").exists()
 
 
 def test_publish_results_refuses_ref_beside_ref_detok_when_it_would_go_unread(tmp_path):
