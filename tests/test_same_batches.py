@@ -156,3 +156,24 @@ def test_a_log_cut_inside_its_last_line_is_read_without_it(tiny_databin, tmp_pat
     assert str(exited.value.code) == (
         f"{log}: line 2: a train_inner line at update 2, not after update 10 of the line before it: the line is "
         "damaged, or lines of the log are missing")
+
+
+INNER = "2026 | INFO | train_inner | epoch 001:     {0} / 30 loss=9.1, wpb=99, bsz=8, num_updates={0}, lr=1"
+
+
+@pytest.mark.parametrize("damaged", [
+    INNER.format(30).replace(" bsz=8,", ""), INNER.format(30).replace(" wpb=99,", ""),
+    INNER.format(30).replace("wpb=99", "wpb=9x9"), INNER.format(30).replace("bsz=8", "bsz=8, bsz=8"),
+    INNER.format(30).replace("num_updates=30", "num_updates=30.5"), INNER.format(30).replace("epoch 001:", "epoch :"),
+], ids=["no bsz", "no wpb", "wpb not a number", "bsz twice", "num_updates not whole", "no epoch"])
+def test_a_damaged_train_inner_line_is_refused_naming_it(tiny_databin, tmp_path, damaged):
+    """A train_inner line missing a field (or with one twice, or not a number) was left out without a
+    word: the last one of a log so damaged took its updates, and its epoch, out of the check."""
+    log = tmp_path / "train.log"
+    log.write_text(f"{INNER.format(10)}\n{INNER.format(20)}\n{damaged}\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exited:
+        main([str(tiny_databin), "-s", "de", "-t", "en", "--seed", str(SEED), "--max-tokens", str(MAX_TOKENS),
+              "--log", str(log)])
+    assert str(exited.value.code) == (
+        f"{log}: line 3: a train_inner line whose epoch, wpb, bsz and num_updates cannot be read (each once, a "
+        "number; the epoch and num_updates whole): the line is damaged")

@@ -18,8 +18,9 @@ Two checks, each of which can fail:
 The log is fairseq's ``simple`` format (``scripts/train.sh``'s ``train.log``, or fairseq-train's
 output when not on a terminal). A last line without its newline (the log read or copied while its
 run wrote it, or the run stopped mid-line) is left out with a note: cut inside ``num_updates=150``
-it would say 15. A ``train_inner`` line that does not go past the updates of the line before it is
-refused, naming it. The command line is ``scripts/check_same_batches.py``, or
+it would say 15. A ``train_inner`` line whose epoch, ``wpb``, ``bsz`` or ``num_updates`` cannot be read
+(a field missing, twice, or not a number), or that does not go past the updates of the line before it,
+is refused, naming it. The command line is ``scripts/check_same_batches.py``, or
 ``python -m tree_fairseq.analysis.same_batches``.
 """
 
@@ -38,7 +39,8 @@ from tree_fairseq.cli.patience import FRESH_START, read_log
 # What fairseq's trainer logs when a sitting resumes from a checkpoint.
 _RESUMED = re.compile(r"Loaded checkpoint .* \(epoch \d+ @ (\d+) updates\)")
 _INNER = re.compile(r"\| train_inner \| epoch (\d+):.*")
-_VALUE = re.compile(r"\b(wpb|bsz|num_updates)=([\d.]+)")
+_VALUE = re.compile(r"\b(wpb|bsz|num_updates)=([^,\s]*)")
+_NUMBER = re.compile(r"\d+(\.\d+)?")
 
 
 @dataclass
@@ -102,12 +104,15 @@ def logged_intervals(lines) -> list[Interval]:
         if FRESH_START in line:
             start, resumed_at = 0, None
             continue
+        if "| train_inner |" not in line:
+            continue
         inner = _INNER.search(line)
-        if not inner:
-            continue
-        values = dict(_VALUE.findall(inner.group(0)))
-        if not {"wpb", "bsz", "num_updates"} <= values.keys():
-            continue
+        fields = _VALUE.findall(inner.group(0)) if inner else []
+        values = dict(fields)
+        if len(fields) != 3 or len(values) != 3 or not all(_NUMBER.fullmatch(value) for value in values.values()) \
+                or not values["num_updates"].isdigit():
+            raise ValueError(f"line {number}: a train_inner line whose epoch, wpb, bsz and num_updates cannot be read "
+                             "(each once, a number; the epoch and num_updates whole): the line is damaged")
         end = int(values["num_updates"])
         found.append(Interval(start, end, int(inner.group(1)), (float(values["wpb"]), float(values["bsz"])),
                               after_resume=start == resumed_at, line=number))
@@ -164,7 +169,10 @@ def main(argv=None) -> int:
             lines, cut = read_log(args.log)
         except OSError as error:
             sys.exit(f"{args.log}: {error.strerror}")
-        intervals = logged_intervals(lines)
+        try:
+            intervals = logged_intervals(lines)
+        except ValueError as error:
+            sys.exit(f"{args.log}: {error}")
         if not intervals:
             sys.exit(f"{args.log}: no train_inner line with wpb, bsz and num_updates "
                      "(fairseq-train's simple log format is read)")
