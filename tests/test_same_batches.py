@@ -177,3 +177,39 @@ def test_a_damaged_train_inner_line_is_refused_naming_it(tiny_databin, tmp_path,
     assert str(exited.value.code) == (
         f"{log}: line 3: a train_inner line whose epoch, wpb, bsz and num_updates cannot be read (each once, a "
         "number; the epoch and num_updates whole): the line is damaged")
+
+
+PUBLISHED = (ROOT / "docs" / "results" / "iwslt14-lowres-en-de" / "logs"
+             / "tree_transformer.balanced.text-batches.seed3.train.log")
+
+
+def test_a_sitting_going_back_before_a_saved_checkpoint_is_refused():
+    """A sitting that starts back before a checkpoint the log saved counts its updates twice: the
+    published log's sitting resumed at update 1880, appended again after the last sitting, was read
+    as 54 lines agreeing. A resume from the last checkpoint repeats only the updates after it."""
+    lines = PUBLISHED.read_text(encoding="utf-8").splitlines()
+    found = logged_intervals(lines)
+    assert (len(found), sum(interval.after_resume for interval in found)) == (48, 5)
+    assert "(epoch 21 @ 1880 updates)" in lines[921]
+    with pytest.raises(ValueError) as raised:
+        logged_intervals(lines + lines[921:1095])
+    assert str(raised.value).startswith(
+        f"line {len(lines) + 1}: a sitting resumed from a checkpoint of update 1880, though the log saved one of "
+        "update ")
+    assert "would be counted twice" in str(raised.value)
+
+    saved = ("2026 | INFO | fairseq.checkpoint_utils | Saved checkpoint ck/checkpoint1.pt (epoch 1 @ 20 updates, "
+             "score 8)")
+    inner = "2026 | INFO | train_inner | epoch 001:     {0} / 30 loss=9.1, wpb=99, bsz=8, num_updates={0}, lr=1"
+    loaded = "2026 | INFO | fairseq.trainer | Loaded checkpoint ck/checkpoint_last.pt (epoch 1 @ {} updates)"
+    fresh = "2026 | INFO | fairseq.trainer | No existing checkpoint found ck/checkpoint_last.pt"
+    run = [fresh, inner.format(10), inner.format(20), saved, inner.format(30)]
+    # the updates after the last checkpoint (21-30), logged but never saved, are trained again: a resume
+    assert [(i.start, i.end) for i in logged_intervals(run + [loaded.format(20), inner.format(30)])] == [
+        (0, 10), (10, 20), (20, 30), (20, 30)]
+    for sitting, message in ((loaded.format(10), "resumed from a checkpoint of update 10"),
+                             (fresh, "found no checkpoint")):
+        with pytest.raises(ValueError) as raised:
+            logged_intervals(run + [sitting, inner.format(20)])
+        assert str(raised.value).startswith(f"line 6: a sitting {message}, though the log saved one of update 20 "
+                                            "before it (line 4)")

@@ -20,7 +20,11 @@ output when not on a terminal). A last line without its newline (the log read or
 run wrote it, or the run stopped mid-line) is left out with a note: cut inside ``num_updates=150``
 it would say 15. A ``train_inner`` line whose epoch, ``wpb``, ``bsz`` or ``num_updates`` cannot be read
 (a field missing, twice, or not a number), or that does not go past the updates of the line before it,
-is refused, naming it. The command line is ``scripts/check_same_batches.py``, or
+is refused, naming it. So is a sitting that goes back before a checkpoint the log saved (fairseq's
+``Saved checkpoint ... (epoch E @ U updates ...)``): a resumed run goes on from its last checkpoint
+(``Loaded checkpoint ... (epoch E @ U updates)``), repeating only the updates after it, which the
+sitting before it logged but never saved; a sitting repeated, or a second run, would count the same
+updates twice. The command line is ``scripts/check_same_batches.py``, or
 ``python -m tree_fairseq.analysis.same_batches``.
 """
 
@@ -38,6 +42,7 @@ from tree_fairseq.cli.patience import FRESH_START, read_log
 
 # What fairseq's trainer logs when a sitting resumes from a checkpoint.
 _RESUMED = re.compile(r"Loaded checkpoint .* \(epoch \d+ @ (\d+) updates\)")
+_SAVED = re.compile(r"Saved checkpoint .* \(epoch \d+ @ (\d+) updates\b")
 _INNER = re.compile(r"\| train_inner \| epoch (\d+):.*")
 _VALUE = re.compile(r"\b(wpb|bsz|num_updates)=([^,\s]*)")
 _NUMBER = re.compile(r"\d+(\.\d+)?")
@@ -96,13 +101,21 @@ def training_batches(task, seed: int, epochs: int, max_tokens: int, max_position
 def logged_intervals(lines) -> list[Interval]:
     """Every ``train_inner`` line of a fairseq-train log, in order, with the updates it covers."""
     found, start, resumed_at = [], 0, None
+    saved = None  # (update, line) of the last checkpoint the log says was saved
     for number, line in enumerate(lines, 1):
         resumed = _RESUMED.search(line)
-        if resumed:
-            start = resumed_at = int(resumed.group(1))
+        if resumed or FRESH_START in line:
+            start = int(resumed.group(1)) if resumed else 0
+            if saved is not None and start < saved[0]:
+                sitting = f"resumed from a checkpoint of update {start}" if resumed else "found no checkpoint"
+                raise ValueError(f"line {number}: a sitting {sitting}, though the log saved one of update {saved[0]} "
+                                 f"before it (line {saved[1]}): a sitting repeated, or a second run, whose updates "
+                                 "would be counted twice; a resumed run goes on from its last checkpoint")
+            resumed_at = start if resumed else None
             continue
-        if FRESH_START in line:
-            start, resumed_at = 0, None
+        checkpoint = _SAVED.search(line)
+        if checkpoint:
+            saved = (int(checkpoint.group(1)), number)
             continue
         if "| train_inner |" not in line:
             continue
