@@ -619,3 +619,20 @@ def test_imports_neither_fairseq_nor_torch():
             "print(sorted({'fairseq', 'torch'} & set(sys.modules)))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+def test_an_existing_picture_is_replaced_only_with_its_comparison(results, tmp_path):
+    """--plot wrote over an existing picture (the published comparison.png) without a word, whatever
+    --json named; like the JSON, it is replaced only when asked: with the existing JSON it goes with."""
+    pytest.importorskip("matplotlib")
+    picture, earlier = tmp_path / "comparison.png", tmp_path / "comparison.json"
+    picture.write_bytes(b"published picture")
+    message = refusal(results, *SYSTEMS, *PAIRS, "--json", str(tmp_path / "new.json"), "--plot", str(picture))
+    assert message == (f"tree-fairseq-compare: error: --plot {picture} exists (a published picture?): name a new "
+                       "file, or replace it with the comparison it goes with (--json naming that existing JSON, "
+                       "replaced too)")
+    assert picture.read_bytes() == b"published picture" and not (tmp_path / "new.json").exists()
+    earlier.write_text("{}\n")
+    compare.main(["--results", str(results), "--lang", LANG, "--bootstrap", "100", *SYSTEMS, *PAIRS,
+                  "--json", str(earlier), "--plot", str(picture)])
+    assert picture.read_bytes()[:4] == b"\x89PNG" and json.loads(earlier.read_text())["pairs"]

@@ -32,16 +32,17 @@ length group of fewer than 50 sentences (``MIN_GROUP_SENTENCES``), whose figures
 than show anything.
 
 Refused, each in one line before anything is written: a system or run named twice, a pair given
-twice or reversed (Holm would count it twice), the same output under two run names (a copy or a
-link would count as two seeds), text that is not UTF-8 or holds a carriage return inside a line,
-fewer than 100 replicates (no 95% percentile interval) or more than fit in memory, an output that
-is an input or in a folder that is not there, and an existing ``RESULTS/comparison.json`` (a
-published comparison) unless ``--json`` names it; with ``--by-length``, a ``--source`` that is the
-target side (most lines the reference's or a run's text) or still holds subword marks. The JSON
-and the picture are written whole or not at all, and both or neither (:mod:`tree_fairseq.cli.files`).
-With two runs a system's run-to-run spread is barely estimated (a bootstrap over k runs sees
-(k - 1) / k of their variance): the interval is then a floor on the uncertainty, not a measure of
-it; more seeds narrow it honestly.
+twice or reversed (Holm would count it twice), the same output under two run names (a copy or a link
+would count as two seeds), text that is not UTF-8 or holds a carriage return inside a line, fewer
+than 100 replicates (no 95% percentile interval) or more than fit in memory, an output that is an
+input or in a folder that is not there, and an existing ``RESULTS/comparison.json`` (a published
+comparison) unless ``--json`` names it, and an existing ``--plot`` picture unless ``--json`` names
+an existing file too (the comparison it goes with, both replaced); with ``--by-length``, a
+``--source`` that is the target side (most lines the reference's or a run's text) or still holds
+subword marks. The JSON and the picture are written whole or not at all, and both or neither
+(:mod:`tree_fairseq.cli.files`). With two runs a system's run-to-run spread is barely estimated (a
+bootstrap over k runs sees (k - 1) / k of their variance): the interval is then a floor on the
+uncertainty, not a measure of it; more seeds narrow it honestly.
 
 Only numpy, sacrebleu and the pure-Python :mod:`tree_fairseq.trees` are imported (no fairseq, no torch;
 matplotlib for ``--plot``).
@@ -115,7 +116,8 @@ def get_parser() -> argparse.ArgumentParser:
                         "reference's text is the target side and refused")
     parser.add_argument("--plot", metavar="FILE",
                         help="draw each system's runs with their mean and each pair's interval (BLEU) to FILE "
-                        "(.png, .pdf or .svg; needs matplotlib, the analysis extra)")
+                        "(.png, .pdf or .svg; needs matplotlib, the analysis extra; an existing FILE is replaced only "
+                        "along with an existing JSON that --json names)")
     return parser
 
 
@@ -638,7 +640,9 @@ def check_memory(replicates: int, sentences: int) -> None:
 
 
 def check_outputs_paths(args, json_path: str, runs: list[str]) -> None:
-    """Refuse to write over the published comparison unasked, over an input, or twice to one file."""
+    """Refuse to write over the published comparison or its picture unasked, over an input, or twice to
+    one file. An existing picture is replaced only with an existing JSON that ``--json`` names: the
+    comparison it was drawn with, replaced as asked (its name given)."""
     if args.json is None and os.path.exists(json_path):
         raise ValueError(f"{json_path} exists (a published comparison?): name the output with --json FILE "
                          "(naming that file replaces it)")
@@ -650,6 +654,9 @@ def check_outputs_paths(args, json_path: str, runs: list[str]) -> None:
         check_output(flag, output, [(given, given) for given in inputs])
     if args.plot and same_file(args.plot, json_path):
         raise ValueError(f"--plot and --json name one file, {json_path}: name two")
+    if args.plot and os.path.lexists(args.plot) and not (args.json is not None and os.path.exists(json_path)):
+        raise ValueError(f"--plot {args.plot} exists (a published picture?): name a new file, or replace it with the "
+                         "comparison it goes with (--json naming that existing JSON, replaced too)")
     if args.source:
         reference = os.path.join(args.results, f"ref.{args.lang}")
         if same_file(reference, args.source):
