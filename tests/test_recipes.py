@@ -973,7 +973,8 @@ def test_compare_bleu_refuses_a_second_run_on_one_out_dir(tmp_path):
     out.mkdir()
     with open(out / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held as by a run in progress
-        result = run(["bash", ROOT / "scripts" / "compare_bleu.sh", tmp_path / "data", out, "5", "transformer"], env=env)
+        result = run(["bash", ROOT / "scripts" / "compare_bleu.sh", tmp_path / "data", out, "5", "transformer"],
+                     env=env)
     assert result.returncode == 2 and result.stderr.splitlines()[-1] == (  # after fairseq's import messages
         f"compare_bleu.sh: error: OUT-DIR {out} is being written by another run (it holds {out}/.lock): wait for it "
         "to end, or give another OUT-DIR")
