@@ -30,8 +30,11 @@ PAIRS = ["--pair", "same:other", "--pair", "good:same"]
 
 
 def reference(seed: int = 0) -> list[str]:
+    """Sentence i has 4 + (i % 40) // 2 + (0 to 6) words: as long as source_words' sentence i (1 + i % 40
+    words) is, roughly, as a translation is as long as its source."""
     rng = random.Random(seed)
-    return [" ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(8, 20))).capitalize() for _ in range(SENTENCES)]
+    return [" ".join(rng.choice(VOCABULARY) for _ in range(4 + (i % 40) // 2 + rng.randint(0, 6))).capitalize()
+            for i in range(SENTENCES)]
 
 
 def corrupt(lines: list[str], rate: float, seed: int) -> list[str]:
@@ -512,6 +515,30 @@ def test_by_length_refuses_the_target_side_tokenised_or_not(results, tmp_path):
     write(tmp_path / "source.txt", source)
     grouped = run_compare(results, *SYSTEMS, *PAIRS, "--by-length", "10", "--source", str(tmp_path / "source.txt"))
     assert sum(group["count"] for group in grouped["by_length"]["groups"]) == SENTENCES
+
+
+def test_by_length_refuses_a_source_in_another_order(results, tmp_path):
+    """The test set's source side shuffled, or sorted by length as fairseq-generate's S- lines come
+    (batch order), has the right line count but groups each sentence by another's length: refused
+    by the correlation of its line lengths with the reference's. The same lines in order pass, and
+    below ORDER_MIN_SENTENCES no order is judged."""
+    source = source_words(SENTENCES)
+    shuffled = source[:]
+    random.Random(0).shuffle(shuffled)
+    for name, lines in (("shuffled.txt", shuffled), ("sorted.txt", sorted(source, key=len))):
+        write(tmp_path / name, lines)
+        message = refusal(results, *SYSTEMS, *PAIRS, "--by-length", "10", "--source", str(tmp_path / name))
+        assert f"--source {tmp_path / name}: its lines' word counts do not follow ref.{LANG}'s (correlation" in message
+        assert f"over {SENTENCES} lines" in message and "is it in the test set's order?" in message
+    write(tmp_path / "source.txt", source)
+    grouped = run_compare(results, *SYSTEMS, *PAIRS, "--by-length", "10", "--source", str(tmp_path / "source.txt"))
+    assert sum(group["count"] for group in grouped["by_length"]["groups"]) == SENTENCES
+    refs = reference()
+    compare.check_in_test_order("few.txt", shuffled[:compare.ORDER_MIN_SENTENCES - 1],
+                                refs[:compare.ORDER_MIN_SENTENCES - 1], "ref")
+    with pytest.raises(ValueError, match="few.txt: its lines' word counts do not follow ref's"):
+        compare.check_in_test_order("few.txt", sorted(source, key=len)[:compare.ORDER_MIN_SENTENCES],
+                                    refs[:compare.ORDER_MIN_SENTENCES], "ref")
 
 
 def test_by_length_refuses_a_translation_or_a_bpe_source(results, tmp_path):

@@ -38,8 +38,9 @@ than 100 replicates (no 95% percentile interval) or more than fit in memory, an 
 input or in a folder that is not there, and an existing ``RESULTS/comparison.json`` (a published
 comparison) unless ``--json`` names it, and an existing ``--plot`` picture unless ``--json`` names
 an existing file too (the comparison it goes with, both replaced); with ``--by-length``, a
-``--source`` that is the target side (most lines the reference's or a run's text) or still holds
-subword marks. The JSON and the picture are written whole or not at all, and both or neither
+``--source`` that is the target side (most lines the reference's or a run's text), still holds
+subword marks, or is not in the test set's order (:func:`check_in_test_order`). The JSON and the
+picture are written whole or not at all, and both or neither
 (:mod:`tree_fairseq.cli.files`). With two runs a system's run-to-run spread is barely estimated (a
 bootstrap over k runs sees (k - 1) / k of their variance): the interval is then a floor on the
 uncertainty, not a measure of it; more seeds narrow it honestly.
@@ -60,7 +61,7 @@ import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from tree_fairseq.cli import argtypes
+from tree_fairseq.cli import ArgumentParser, argtypes
 from tree_fairseq.cli.files import check_output, read_lines, replacing, same_file, write_json
 from tree_fairseq.trees.subwords import subword_marks
 
@@ -82,7 +83,7 @@ reads DIR/ref.LANG and DIR/RUN.hyp.LANG (detokenised, one line per test sentence
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="tree-fairseq-compare",
         description="Compare systems over their training seeds, from published outputs.\n\n"
         "Per run: sacreBLEU BLEU, its brevity penalty and chrF. Per system: mean and sd over its runs.\n"
@@ -112,8 +113,8 @@ def get_parser() -> argparse.ArgumentParser:
                         "system's output length per group; needs --source")
     parser.add_argument("--source", metavar="FILE",
                         help="the test set's source side, one line per test sentence (its words, split at "
-                        "whitespace, are the sentence's length for --by-length); a file most of whose lines are the "
-                        "reference's text is the target side and refused")
+                        "whitespace, are the sentence's length for --by-length), in the test set's order; a file most "
+                        "of whose lines are the reference's text is the target side and refused")
     parser.add_argument("--plot", metavar="FILE",
                         help="draw each system's runs with their mean and each pair's interval (BLEU) to FILE "
                         "(.png, .pdf or .svg; needs matplotlib, the analysis extra; an existing FILE is replaced only "
@@ -604,6 +605,7 @@ def main(argv: list[str] | None = None) -> None:
                               "counted)")
             check_not_the_target_side(args.source, lines, {f"ref.{args.lang}": refs,
                                                            **{f"{run}.hyp.{args.lang}": hyps[run] for run in hyps}})
+            check_in_test_order(args.source, lines, refs, f"ref.{args.lang}")
             groups = length_groups([len(line.split()) for line in lines], bounds)
         report = compare(refs, hyps, systems, pairs, args.bootstrap, args.seed, groups)
         if bounds is not None:
@@ -695,6 +697,33 @@ def check_not_the_target_side(path: str, lines: list[str], targets: dict[str, li
         if same > len(lines) / 2:
             raise ValueError(f"--source {path}: {same} of {len(lines)} lines are the text of {name} (spacing, case "
                              "and HTML escapes aside): it is the target side; give the test set's source side")
+
+
+ORDER_MIN_SENTENCES = 100  # below this a chance correlation is too wide to tell an order from a shuffle
+ORDER_Z = 3.0  # a shuffled side's correlation is about normal with sd 1 / sqrt(n): 3 sd are passed 0.13% of the time
+
+
+def check_in_test_order(path: str, lines: list[str], refs: list[str], name: str) -> None:
+    """Refuses a --source whose line lengths do not follow the reference's: the same test set in
+    another order (fairseq-generate's ``S-`` lines, written in batch order; a sorted or shuffled
+    copy) passes the line count but groups every sentence by another sentence's length. The
+    Pearson correlation of source and reference words per line is about 0.97 on IWSLT'14 en-de's
+    test set and about 0 (sd 1 / sqrt(n)) for the same lines shuffled; it is refused below
+    ``ORDER_Z`` / sqrt(n), from ``ORDER_MIN_SENTENCES`` sentences on (fewer cannot tell); lines whose
+    reference is empty are left out."""
+    counted = [(len(line.split()), len(ref.split())) for line, ref in zip(lines, refs) if ref.split()]
+    if len(counted) < ORDER_MIN_SENTENCES:
+        return
+    source, target = np.array(counted, dtype=float).T
+    if source.std() == 0 or target.std() == 0:
+        return  # every line one length: no order to see
+    correlation = float(np.corrcoef(source, target)[0, 1])
+    floor = ORDER_Z / np.sqrt(len(lines))
+    if correlation < floor:
+        raise ValueError(f"--source {path}: its lines' word counts do not follow {name}'s (correlation "
+                         f"{correlation:.3f}, below {floor:.3f} over {len(counted)} lines; a translation's are "
+                         "near 1): is it in the test set's order? give the source side as the test set has it, "
+                         "not fairseq-generate's S- lines (batch order)")
 
 
 if __name__ == "__main__":
