@@ -41,7 +41,6 @@ import sys
 import time
 from pathlib import Path
 
-from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.analysis.benchmark_table import FAMILIES, load_runs, table
 from tree_fairseq.cli.argtypes import positive_int
 from tree_fairseq.cli.files import write_json
@@ -51,7 +50,7 @@ DEFAULTS = ["--threads", "1", "--updates", "10", "--warmup", "2", "--gen-sentenc
 
 
 def parse_args():
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", help="tree data-bin, as for benchmark_speed.py")
     parser.add_argument("--parents-data", metavar="DATA-BIN",
                         help="data-bin with the sources' dependency parents, for the families that read them "
