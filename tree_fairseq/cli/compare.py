@@ -61,7 +61,7 @@ import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from tree_fairseq.cli import ArgumentParser, argtypes
+from tree_fairseq.cli import argtypes
 from tree_fairseq.cli.files import check_output, read_lines, replacing, same_file, write_json
 from tree_fairseq.trees.subwords import subword_marks
 
@@ -83,7 +83,7 @@ reads DIR/ref.LANG and DIR/RUN.hyp.LANG (detokenised, one line per test sentence
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
+    parser = argparse.ArgumentParser(
         prog="tree-fairseq-compare",
         description="Compare systems over their training seeds, from published outputs.\n\n"
         "Per run: sacreBLEU BLEU, its brevity penalty and chrF. Per system: mean and sd over its runs.\n"
@@ -718,7 +718,7 @@ def check_in_test_order(path: str, lines: list[str], refs: list[str], name: str)
     if source.std() == 0 or target.std() == 0:
         return  # every line one length: no order to see
     correlation = float(np.corrcoef(source, target)[0, 1])
-    floor = ORDER_Z / np.sqrt(len(lines))
+    floor = ORDER_Z / np.sqrt(len(counted))
     if correlation < floor:
         raise ValueError(f"--source {path}: its lines' word counts do not follow {name}'s (correlation "
                          f"{correlation:.3f}, below {floor:.3f} over {len(counted)} lines; a translation's are "
