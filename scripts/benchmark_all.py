@@ -21,7 +21,8 @@ differs is refused while OUT holds a finished run (without one the record is rep
 
 Options this script does not know go to benchmark_speed.py (e.g. ``--embed-dim 256``); its
 defaults here are those of the published table: one thread, 10 timed updates after 2, 64
-generation sentences, encoder lengths 16, 256 and 512.
+generation sentences, encoder lengths 16, 256 and 512. An option passed replaces its default
+(``--updates 2``), and settings.json records the flags benchmark_speed.py was given.
 
 PASCAL (``pascal_transformer_iwslt_de_en``) reads each source token's dependency parent, so it
 runs on a data-bin with parents (tree-fairseq-parse --heads, then tree-fairseq-preprocess):
@@ -42,6 +43,7 @@ import time
 from pathlib import Path
 
 from tree_fairseq.analysis.benchmark_table import FAMILIES, load_runs, table
+from tree_fairseq.cli import overriding
 from tree_fairseq.cli.argtypes import positive_int
 from tree_fairseq.cli.files import write_json
 
@@ -135,12 +137,12 @@ def check_settings(out: Path, flags: list, data: dict[str, str]) -> dict:
     return settings
 
 
-def run_one(data, passed, arch, run, out):
-    """One benchmark_speed.py run; its JSON appears only when the run finished."""
+def run_one(data, flags, arch, run, out):
+    """One benchmark_speed.py run with ``flags``; its JSON appears only when the run finished."""
     final, report = out / f"{arch}.run{run}.json", out / f"{arch}.run{run}.txt"
     partial = out / f"{arch}.run{run}.json.partial"
-    command = [sys.executable, str(HERE / "benchmark_speed.py"), data, "--tree-arch", arch, *DEFAULTS, *passed,
-               "--json", str(partial)]
+    command = [sys.executable, str(HERE / "benchmark_speed.py"), data, "--tree-arch", arch, *flags, "--json",
+               str(partial)]
     print(f"[{time.strftime('%H:%M:%S')}] {arch}, run {run}: {' '.join(command[1:])}", file=sys.stderr, flush=True)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     with open(report, "w") as log:
@@ -160,11 +162,12 @@ def main():
     failed = []
     if not a.table_only:
         data = data_bins(a)
-        settings = check_settings(out, [*DEFAULTS, *passed], data)
+        flags = overriding(DEFAULTS, passed)  # a flag passed replaces its default
+        settings = check_settings(out, flags, data)
         write_json(out / "settings.json", settings)  # whole or not at all
         for run in range(1, a.runs + 1):
             for arch in a.families:
-                if not (out / f"{arch}.run{run}.json").exists() and not run_one(data[arch], passed, arch, run, out):
+                if not (out / f"{arch}.run{run}.json").exists() and not run_one(data[arch], flags, arch, run, out):
                     failed.append(f"{arch} run {run}")
     runs = load_runs(out)
     if not runs:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tree_fairseq.cli import overriding
+
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("benchmark_prep", ROOT / "scripts" / "benchmark_prep.py")
 benchmark_prep = importlib.util.module_from_spec(spec)
@@ -34,8 +36,9 @@ def tiny_inputs(directory: Path, lines: int = 12) -> dict[str, Path]:
 
 
 def flags(paths, workdir, *extra):
-    return ["--src", str(paths["src"]), "--tgt", str(paths["tgt"]), "--trees", str(paths["trees"]),
-            "--heads", str(paths["heads"]), "--workdir", str(workdir), *extra]
+    """The inputs' options, an option of ``extra`` replacing its default."""
+    return overriding(["--src", str(paths["src"]), "--tgt", str(paths["tgt"]), "--trees", str(paths["trees"]),
+                       "--heads", str(paths["heads"]), "--workdir", str(workdir)], list(extra))
 
 
 @pytest.mark.slow

@@ -8,11 +8,12 @@ import os
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tree_fairseq.cli import compare
+from tree_fairseq.cli import compare, overriding
 
 BIN = os.path.dirname(sys.executable)
 SACREBLEU = os.path.join(BIN, "sacrebleu")
@@ -68,10 +69,11 @@ def results(tmp_path_factory):
 
 
 def run_compare(folder, *argv: str) -> dict:
-    path = folder / "out.json"
-    compare.main(["--results", str(folder), "--lang", LANG, "--bootstrap", str(REPLICATES), "--json", str(path),
-                  *argv])
-    return json.loads(path.read_text())
+    """The comparison's JSON; an option of ``argv`` replaces its default here."""
+    command = overriding(["--results", str(folder), "--lang", LANG, "--bootstrap", str(REPLICATES),
+                          "--json", str(folder / "out.json")], list(argv))
+    compare.main(command)
+    return json.loads(Path(command[command.index("--json") + 1]).read_text())
 
 
 @pytest.fixture(scope="module")

@@ -572,7 +572,7 @@ def test_the_default_mode_refuses_a_workdir_of_other_training_settings(script, t
     values. --updates and the parsing options may change (a larger --updates trains on)."""
     workdir = tmp_path / "w"
     flags = ["--trees", trees_file, "--workdir", workdir, "--arch", "constituent_encoder_lm_tiny", "--cpu",
-             "--sentences", "12", "--save-interval", "1", "--min-layer", "0"]
+             "--sentences", "12", "--save-interval", "1"]
     done = run(INDUCE, *flags, "--updates", "1", "--min-layer", "1")
     assert done.returncode == 0, done.stderr[-3000:]
     recorded = json.loads((workdir / "settings.json").read_text(encoding="utf-8"))
@@ -584,7 +584,7 @@ def test_the_default_mode_refuses_a_workdir_of_other_training_settings(script, t
                                 ("--arch", "constituent_encoder_lm_small",
                                  "--arch constituent_encoder_lm_tiny (now constituent_encoder_lm_small)"),
                                 ("--lr", "0.001", "--lr 0.0001 (now 0.001)"), ("--seed", "2", "--seed 1 (now 2)")):
-        message = in_process(script, *flags, "--updates", "2", option, value)
+        message = in_process(script, *flags, "--updates", "2", "--min-layer", "0", option, value)
         assert f"holds a run with other settings: {said}; use another --workdir" in message
     assert (workdir / "data-bin" / "dict.txt").read_bytes() == dictionary
     assert json.loads((workdir / "settings.json").read_text(encoding="utf-8")) == recorded

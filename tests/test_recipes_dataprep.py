@@ -12,6 +12,7 @@ import pytest
 from fairseq import options, tasks
 
 import tree_fairseq
+from tree_fairseq.cli import overriding
 from helpers import write_tokenised_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -336,9 +337,11 @@ def test_parser_version_names_the_library_and_the_pipeline_package():
 
 def run_recipe(text: Path, work: Path, *flags: str, recipe: str = "prepare-iwslt14.sh",
                env: dict | None = None) -> subprocess.CompletedProcess:
+    """The recipe on ``text``; an option of ``flags`` replaces its default here."""
     return subprocess.run(
-        ["bash", str(ROOT / "data-prep" / recipe), "--local", str(text), "--work", str(work), "--parser", "balanced",
-         "--bpe-tokens", "30", "--workers", "1", *flags], capture_output=True, text=True,
+        ["bash", str(ROOT / "data-prep" / recipe),
+         *overriding(["--local", str(text), "--work", str(work), "--parser", "balanced", "--bpe-tokens", "30",
+                      "--workers", "1"], list(flags))], capture_output=True, text=True,
         env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})})
 
 

@@ -15,6 +15,7 @@ spacy = pytest.importorskip("spacy", reason="spaCy is not installed: pip install
 
 from helpers import FRENCH, TREE_KEYS, USER_DIR, check_inference_sources, subprocess_env, train_and_generate  # noqa: E402
 
+from tree_fairseq.cli import overriding  # noqa: E402
 from tree_fairseq.cli import parse as parse_cli  # noqa: E402
 from tree_fairseq.cli import preprocess as preprocess_cli  # noqa: E402
 from tree_fairseq.parsing import TRIVIAL_SHAPES, make_parser  # noqa: E402
@@ -35,9 +36,10 @@ def spacy_parser():
 
 
 def _parse(tmp_path, lines, *args, name="trees"):
+    """tree-fairseq-parse --parser spacy; a --spacy-model of ``args`` replaces the default pipeline."""
     (tmp_path / "text").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     parse_cli.main(["--input", str(tmp_path / "text"), "--output", str(tmp_path / name), "--parser", "spacy",
-                    "--spacy-model", PIPELINE, *args])
+                    *overriding(["--spacy-model", PIPELINE], list(args))])
     return (tmp_path / name).read_text(encoding="utf-8").splitlines()
 
 

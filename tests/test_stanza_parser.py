@@ -310,7 +310,7 @@ def test_model_files_alone_make_the_pipeline(tmp_path, monkeypatch, stanza_model
     assert not no_models.exists()
     # A file that is not there is named; one file without a folder's models leaves the rest to download.
     assert f"stanza's pos model {tmp_path / 'x.pt'}: no such file" in _cli_error(
-        tmp_path, no_models, *flags, "--stanza-pos-model", str(tmp_path / "x.pt"))
+        tmp_path, no_models, "--stanza-pos-model", str(tmp_path / "x.pt"), *flags[2:])
     assert "are not in" in _cli_error(tmp_path, no_models, flags[0], flags[1])
     # The tagger and the parser without their word vectors, and files that are no stanza models: one line each.
     message = _cli_error(tmp_path, no_models, *flags[:4])

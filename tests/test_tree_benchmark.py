@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tree_fairseq.cli import overriding
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "tree_benchmark.py"
 
 
@@ -75,7 +77,7 @@ def test_a_run_stopped_before_its_result_is_redone_from_the_start(tmp_path):
 def test_a_run_named_twice_is_refused(tmp_path, option, twice, capsys):
     # --seeds 1 1 trained one folder twice ("seeds done 2/2"); with --jobs 2 both at once, and one died
     work = small_work(tmp_path)
-    argv = ["--work", str(work), "--runs", "transformer/text", "--jobs", "2", "--updates", "2", *option]
+    argv = overriding(["--work", str(work), "--runs", "transformer/text", "--jobs", "2", "--updates", "2"], option)
     with pytest.raises(SystemExit) as exit_info:
         load_benchmark().main(argv)
     assert exit_info.value.code == 2 and twice in capsys.readouterr().err
