@@ -64,7 +64,7 @@ Options:
                        parents stream of --task dependency_translation (PASCAL): parser (the
                        dependency parser's heads: --parser spacy or conllu only), or the trivial heads
                        next, previous or random (any parser); default: none, no parents
-  --heads-seed N       with --heads random: the seed of the random trees (default: 1)
+  --heads-seed N       with --heads random: the seed of the random trees, 0 to 4294967295 (default: 1)
   --cpu                run stanza on the CPU even when a GPU is present
   --bpe NAME           subword_nmt (default) or sentencepiece
   --bpe-codes FILE     apply these subword-nmt codes instead of learning them
@@ -73,6 +73,7 @@ Options:
   --joined-dictionary  one dictionary for both languages (default: ${JOINED:-no})
   --workers N          worker processes, at most 4 per processor (default: $THREADS)
   -h, --help           this help
+An option that takes a value is given once (a second one is refused, not read instead).
 Environment: TREE_FAIRSEQ_PARSER (default parser), PYTHON (python for the helpers).
 EOF
 }
@@ -92,7 +93,13 @@ parse_args() {
     ON_FAILURE=error
     BPE=subword_nmt
     BPE_CODES=""
+    local -A given=()
     while (($#)); do
+        case $1 in  # an option that takes a value, given twice: refused, not the last one kept
+            --cpu|--joined-dictionary|-h|--help) ;;
+            --*) [[ -z ${given[$1]:-} ]] || die "$1 given twice ($1 ${given[$1]#=}, then $1 ${2-}): give it once"
+                 given[$1]==${2-} ;;
+        esac
         case $1 in
             --local) LOCAL=${2:?--local needs a directory}; shift 2 ;;
             --work) WORK=${2:?--work needs a directory}; shift 2 ;;
@@ -131,7 +138,8 @@ parse_args() {
     esac
     if [[ -n $HEADS_SEED ]]; then
         [[ $HEADS == random ]] || die "--heads-seed is the seed of --heads random"
-        [[ $HEADS_SEED =~ ^-?[0-9]+$ ]] || die "--heads-seed '$HEADS_SEED' is not a whole number"
+        [[ $HEADS_SEED =~ ^[0-9]{1,10}$ ]] && ((10#$HEADS_SEED <= 4294967295)) ||
+            die "--heads-seed '$HEADS_SEED' is not a whole number from 0 to 4294967295 (2**32 - 1)"
     fi
     [[ $HEADS != random ]] || HEADS_SEED=${HEADS_SEED:-1}
     case $DEPENDENCY_SHAPE in

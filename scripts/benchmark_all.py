@@ -42,6 +42,7 @@ import sys
 import time
 from pathlib import Path
 
+from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.analysis.benchmark_table import FAMILIES, load_runs, table
 from tree_fairseq.cli import overriding
 from tree_fairseq.cli.argtypes import positive_int
@@ -52,7 +53,7 @@ DEFAULTS = ["--threads", "1", "--updates", "10", "--warmup", "2", "--gen-sentenc
 
 
 def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", help="tree data-bin, as for benchmark_speed.py")
     parser.add_argument("--parents-data", metavar="DATA-BIN",
                         help="data-bin with the sources' dependency parents, for the families that read them "

@@ -55,7 +55,6 @@ runs each command N times (each fairseq/tree preprocess pair back to back), keep
 prints the range of the pairs' ratios.
 """
 
-import argparse
 import hashlib
 import importlib.util
 import json
@@ -68,7 +67,7 @@ import time
 from pathlib import Path
 
 import tree_fairseq_console  # noqa: F401  (before tree_fairseq: nothing of fairseq's is loaded here)
-from tree_fairseq.cli import DefaultsHelpFormatter
+from tree_fairseq.cli import ArgumentParser, DefaultsHelpFormatter
 from tree_fairseq.cli.files import write_json
 
 PARSERS = ("spacy", "bracketed", "conllu", "balanced", "left", "right", "stanza")
@@ -77,7 +76,7 @@ CORES = (1, 8, 32)
 
 
 def get_parser():
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="benchmark_prep.py", description=__doc__.split("\n\n")[0],
         epilog="Example: benchmark_prep.py --src bpe/train.en --tgt bpe/train.de --trees bpe/train.tree.en "
                "--workdir /tmp/prep-bench --lines 100000",

@@ -79,6 +79,7 @@ import torch  # noqa: E402
 logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING, stream=sys.stderr)
 
 # the measurements and the report (importing it registers the plugin with fairseq)
+from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.analysis.benchmark_speed import measure, report, summary  # noqa: E402
 from tree_fairseq.cli.argtypes import nonnegative_int, positive_int, probability, seed  # noqa: E402
 from tree_fairseq.cli.files import check_output, write_json  # noqa: E402
@@ -92,7 +93,7 @@ def lengths(text: str) -> str:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", help="tree data-bin (tree-fairseq-preprocess)")
     parser.add_argument("--source-lang", default=None, help="default: inferred from the data-bin, as fairseq")
     parser.add_argument("--target-lang", default=None)

@@ -52,7 +52,6 @@ tree, where more than half of the transformer's are not (typically symbols after
 complete: a repeated subtree).
 """
 
-import argparse
 import contextlib
 import logging
 import os
@@ -64,7 +63,7 @@ import time
 from pathlib import Path
 
 import tree_fairseq
-from tree_fairseq.cli import DefaultsHelpFormatter
+from tree_fairseq.cli import ArgumentParser, DefaultsHelpFormatter
 from tree_fairseq.cli.argtypes import positive_float, positive_int, seed
 from tree_fairseq.cli.locking import empty_folder
 from tree_fairseq.models.tree_pe_transformer import DECODER_POSITIONS
@@ -78,7 +77,7 @@ log = logging.getLogger("for2lam")
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.split("\n\n")[0] + " Writes --workdir, prints whole-program accuracy.",
         formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--workdir", type=Path, help="where data, data-bin, checkpoint and outputs go "

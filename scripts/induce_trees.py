@@ -129,7 +129,7 @@ from fairseq_cli import train as fairseq_train
 import tree_fairseq
 from tree_fairseq.analysis import induction
 from tree_fairseq.analysis.induction import WORD_FILTERS
-from tree_fairseq.cli import argtypes, files, patience
+from tree_fairseq.cli import ArgumentParser, argtypes, files, patience
 from tree_fairseq.cli.locking import make_folder, output_lock
 from tree_fairseq.compat.checkpoints import load_checkpoint, newest_readable_checkpoint
 from tree_fairseq.modules.constituent_attention import unsupervised_parse
@@ -156,7 +156,7 @@ RECORDED_LATER = {"mode": "until-converged"}
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,

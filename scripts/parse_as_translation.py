@@ -46,7 +46,6 @@ Example (CPU, the default small model: 7 CPU minutes in all, one thread per fair
     python scripts/parse_as_translation.py --updates 1000 --seed 1
 """
 
-import argparse
 import contextlib
 import logging
 import os
@@ -58,7 +57,7 @@ import time
 from pathlib import Path
 
 import tree_fairseq
-from tree_fairseq.cli import DefaultsHelpFormatter
+from tree_fairseq.cli import ArgumentParser, DefaultsHelpFormatter
 from tree_fairseq.cli.argtypes import positive_float, positive_int, probability, seed
 from tree_fairseq.cli.locking import empty_folder
 from tree_fairseq.trees import Tree, TreeError, parse_tree
@@ -81,7 +80,7 @@ log = logging.getLogger("parse_as_translation")
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.split("\n\n")[0] + " Reads --ptb, writes --workdir, prints a table.",
         formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--ptb", type=Path, default=DEFAULT_PTB, help="PTB trees, one per line")

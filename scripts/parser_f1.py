@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.cli.argtypes import positive_int
 from tree_fairseq.cli.files import read_lines
 from tree_fairseq.parsing.spacy_parser import SpacyParser
@@ -53,7 +54,7 @@ def read_gold(path: Path, limit: int | None) -> list:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spacy-model", required=True, help="an installed spaCy pipeline (name or directory)")
     parser.add_argument("--gold", default=str(DEFAULT_GOLD), help="gold trees, one per line (default: %(default)s)")

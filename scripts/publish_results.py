@@ -63,6 +63,7 @@ import shutil
 import subprocess
 import sys
 
+from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.cli.files import read_lines, write_json, write_lines
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.cli.score import (
@@ -80,7 +81,7 @@ STAGE = ".publishing"  # in --out: the new files, scored before any replaces a p
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("systems", nargs="+", metavar="NAME[=GENERATE_OUTPUT]",
                         help="a system's name and its fairseq-generate output (run with --remove-bpe); a name "

@@ -51,7 +51,7 @@ import tempfile
 from pathlib import Path
 
 from tree_fairseq.analysis import induction
-from tree_fairseq.cli import argtypes
+from tree_fairseq.cli import ArgumentParser, argtypes
 from tree_fairseq.cli.files import current_umask
 from tree_fairseq.cli.locking import make_folder
 from tree_fairseq.cli.termination import removed_on_sigterm
@@ -59,7 +59,7 @@ from tree_fairseq.trees.evaluation import short_sentences
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     score = commands.add_parser("score", help="F1 of induced-tree files against the gold trees")

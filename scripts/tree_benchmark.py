@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 import tree_fairseq
+from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.cli.argtypes import nonnegative_float, positive_int, seed
 from tree_fairseq.cli.files import check_output, write_json, write_text
 from tree_fairseq.cli.locking import output_lock
@@ -237,7 +238,7 @@ def table(results: list[dict], runs: list[str], seeds: list[int], ceiling: dict)
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--work", type=Path, help="benchmark data, runs and results")
     parser.add_argument("--seeds", type=seed, nargs="+", default=[1, 2, 3],

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tree_fairseq.cli import argtypes
+from tree_fairseq.cli import ArgumentParser, argtypes, overriding
 
 WHOLE = [argtypes.positive_int, argtypes.nonnegative_int]
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,3 +87,70 @@ def test_a_seed_is_a_whole_number_from_0_to_2_to_the_32_less_1():
     for text in ("4294967296", "-1", "1_0", " 1", "1.0"):
         with pytest.raises(argparse.ArgumentTypeError, match=r"^'.*': a whole number from 0 to 4294967295 \("):
             argtypes.seed(text)
+
+
+@pytest.mark.parametrize("name, option", SEEDS)
+def test_every_command_line_refuses_an_option_given_twice(name, option, capsys):
+    """argparse kept the last of a repeated option silently (``--seed 1 --seed 2`` trained seed 2,
+    ``--gold A --gold B`` scored against B): every command line's parser is the plugin's
+    ArgumentParser, which refuses it naming both."""
+    with pytest.raises(SystemExit) as exit_info:
+        _parse(name)([option, "1", option, "2"])
+    assert exit_info.value.code == 2
+    assert f"argument {option}: given twice ({option} 1, then {option} 2): give it once" in capsys.readouterr().err
+
+
+def test_the_parser_refuses_a_repeated_value_but_not_a_repeated_list_or_flag(capsys):
+    parser = ArgumentParser(prog="x")
+    parser.add_argument("--gold")
+    parser.add_argument("--many", action="append")
+    parser.add_argument("--flag", action="store_true")
+    parser.add_argument("--words", nargs="+")
+    parser.add_argument_group("more").add_argument("--count", type=int)
+    parser.add_argument("files", nargs="*")
+    args = parser.parse_args(["--gold", "G", "--many", "1", "--many", "2", "--flag", "--flag", "a", "b"])
+    assert (args.gold, args.many, args.flag, args.files) == ("G", ["1", "2"], True, ["a", "b"])
+    assert parser.parse_args(["--gold", "H"]).gold == "H"  # a second parse starts afresh
+    for argv, said in ((["--gold", "A", "--gold", "B"], "argument --gold: given twice (--gold A, then --gold B)"),
+                       (["--go", "a b", "--gold=B"], "argument --gold: given twice (--gold 'a b', then --gold B)"),
+                       (["--count", "1", "--count", "1"], "argument --count: given twice (--count 1, then --count 1)"),
+                       (["--words", "a", "b", "--words", "c"], "given twice (--words a b, then --words c)")):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+        assert said in capsys.readouterr().err
+    commands = ArgumentParser(prog="y")
+    publish = commands.add_subparsers(dest="command").add_parser("publish")
+    publish.add_argument("--out")
+    assert isinstance(publish, ArgumentParser) and commands.parse_args(["publish", "--out", "o"]).out == "o"
+    with pytest.raises(SystemExit):
+        commands.parse_args(["publish", "--out", "o", "--out", "p"])
+    assert "y publish: error: argument --out: given twice" in capsys.readouterr().err
+
+
+def test_no_command_line_is_built_on_argparses_own_parser():
+    """Every parser of a command line is the plugin's; argparse's own only where it reads fairseq's
+    options (add_help=False) or in the two checks train.sh runs as files, which need no package."""
+    standalone = {"tree_fairseq/cli/patience.py", "tree_fairseq/cli/resume_check.py"}
+    found = []
+    for path in sorted([*ROOT.glob("tree_fairseq/**/*.py"), *ROOT.glob("scripts/*.py")]):
+        name = str(path.relative_to(ROOT))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if "argparse.ArgumentParser(" in line and "add_help=False" not in line and name not in standalone:
+                found.append(f"{name}:{number}")
+    assert found == []
+
+
+def test_a_wrapper_replaces_a_default_option_instead_of_giving_it_twice():
+    """benchmark_all.py passes its defaults and then the user's flags to benchmark_speed.py; with
+    options given twice refused, a passed option must replace its default's pair, in either spelling."""
+    defaults = ["--threads", "1", "--updates", "10", "--lengths", "16,256"]
+    assert overriding(defaults, ["--updates", "2", "--embed-dim", "32"]) == [
+        "--threads", "1", "--lengths", "16,256", "--updates", "2", "--embed-dim", "32"]
+    assert overriding(defaults, ["--lengths=8"]) == ["--threads", "1", "--updates", "10", "--lengths=8"]
+    assert overriding(defaults, []) == defaults
+    parser = ArgumentParser(prog="x")
+    for option in ("--threads", "--updates", "--lengths"):
+        parser.add_argument(option)
+    assert parser.parse_args(overriding(defaults, ["--updates", "2"])).updates == "2"
+    with pytest.raises(ValueError):
+        overriding(["--threads", "1", "--cpu"], [])  # defaults are pairs

@@ -584,7 +584,9 @@ def test_the_default_mode_refuses_a_workdir_of_other_training_settings(script, t
                                 ("--arch", "constituent_encoder_lm_small",
                                  "--arch constituent_encoder_lm_tiny (now constituent_encoder_lm_small)"),
                                 ("--lr", "0.001", "--lr 0.0001 (now 0.001)"), ("--seed", "2", "--seed 1 (now 2)")):
-        message = in_process(script, *flags, "--updates", "2", "--min-layer", "0", option, value)
+        changed = [*flags, option, value] if option not in flags else [
+            value if k and flags[k - 1] == option else word for k, word in enumerate(flags)]
+        message = in_process(script, *changed, "--updates", "2", "--min-layer", "0")
         assert f"holds a run with other settings: {said}; use another --workdir" in message
     assert (workdir / "data-bin" / "dict.txt").read_bytes() == dictionary
     assert json.loads((workdir / "settings.json").read_text(encoding="utf-8")) == recorded
@@ -599,10 +601,10 @@ def test_the_default_mode_refuses_a_workdir_of_other_training_settings(script, t
     converged = tmp_path / "converged"
     converged.mkdir()
     (converged / "settings.json").write_text(json.dumps({k: v for k, v in recorded.items() if k != "mode"}))
-    said = in_process(script, *flags[:2], "--workdir", converged, *flags[4:], "--updates", "1")
+    said = in_process(script, *flags[:2], "--workdir", converged, *flags[4:], "--updates", "1", "--min-layer", "0")
     assert "holds a run of --until-converged, not of the default mode (--updates)" in said
     (workdir / "settings.json").unlink()
-    assert "is not empty and holds no settings.json" in in_process(script, *flags, "--updates", "3")
+    assert "is not empty and holds no settings.json" in in_process(script, *flags, "--updates", "3", "--min-layer", "0")
     assert script.trained_updates(workdir / "checkpoints" / "checkpoint_last.pt") == 2
 
 

@@ -95,6 +95,12 @@ def test_data_prep_argument_errors(tmp_path):
     assert result.returncode != 0 and "--trees-dir" in result.stderr
     result = run(["bash", recipe, "--bogus"])
     assert result.returncode != 0 and "unknown option --bogus" in result.stderr
+    # an option given twice was the last one kept: --parser spacy --parser balanced made balanced trees
+    result = run(["bash", recipe, "--parser", "spacy", "--work", tmp_path / "work", "--parser", "balanced"])
+    assert result.returncode != 0 and "--parser given twice (--parser spacy, then --parser balanced): give it once" \
+        in result.stderr
+    result = run(["bash", recipe, "--directions", "", "--directions", "en-de"])  # an empty value counts as given
+    assert result.returncode != 0 and "--directions given twice (--directions , then --directions en-de)" in result.stderr
     assert not (tmp_path / "work").exists()
 
 

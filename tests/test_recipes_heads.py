@@ -115,7 +115,10 @@ def test_heads_options_that_cannot_be_made_are_refused(text, tmp_path):
         (["--heads", "sideways"], "unknown --heads 'sideways': parser, next, previous or random"),
         (["--heads", "next", "--heads-seed", "3"], "--heads-seed is the seed of --heads random"),
         (["--heads-seed", "3"], "--heads-seed is the seed of --heads random"),
-        (["--heads", "random", "--heads-seed", "x"], "--heads-seed 'x' is not a whole number"),
+        (["--heads", "random", "--heads-seed", "x"], "--heads-seed 'x' is not a whole number from 0 to 4294967295"),
+        (["--heads", "random", "--heads-seed", "-1"], "--heads-seed '-1' is not a whole number from 0 to"),
+        (["--heads", "random", "--heads-seed", "4294967296"], "--heads-seed '4294967296' is not a whole number"),
+        (["--heads", "random", "--heads-seed", "99999999999999999999"], "'99999999999999999999' is not a whole"),
         (["--stanza-package", "default_accurate"], "--stanza-package is for --parser stanza, not balanced"),
     ]:
         result = recipe(text, tmp_path / "work", *flags)

@@ -44,6 +44,7 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass
 
+from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.cli.argtypes import positive_int, probability, seed
 
 SPLITS = ("train", "valid", "test")
@@ -258,7 +259,7 @@ def score_translations(generate_output: str) -> dict:
 
 def get_parser() -> argparse.ArgumentParser:
     defaults = BenchmarkConfig()
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="tree-fairseq-synthetic",
         description="Make the tree-dependent translation benchmark: random sentences over a small "
         "vocabulary, their STR/INV trees as parser output, and targets translated word by word and "

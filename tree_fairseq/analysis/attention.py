@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 import torch
 
+from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.cli.argtypes import positive_int
 from tree_fairseq.cli.files import check_output, write_json
 
@@ -34,7 +35,7 @@ def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description="Per decoder layer, the share of cross-attention mass on source nodes vs leaves of a "
         "tree_transformer checkpoint, over the references of a data-bin split (teacher forcing).")
     add_checkpoint_arguments(parser)

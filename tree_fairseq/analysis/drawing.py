@@ -17,13 +17,14 @@ import sys
 
 import torch
 
+from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.analysis.attention import add_checkpoint_arguments, checkpoint_inputs, load, recording
 from tree_fairseq.cli.argtypes import nonnegative_int, positive_int
 from tree_fairseq.cli.files import check_output, replacing
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description="Draw a source tree of a data-bin split with the cross-attention weights of a "
         "tree_transformer checkpoint on its nodes and leaves, to a PNG file.")
     add_checkpoint_arguments(parser)

@@ -37,6 +37,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 
+from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.cli.patience import best_validation, epoch_records, read_log, validations
 
 METRICS = ("BLEU", "chrF", "BP")
@@ -189,7 +190,7 @@ def table(comparison: dict, logs: str | None) -> str:
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m tree_fairseq.analysis.methods_table",
         description="Print a comparison's systems (mean ± sd of BLEU, chrF and BP over their runs; epochs, "
         "updates and minutes per epoch, median and fastest, from their training logs) and pairs as Markdown "

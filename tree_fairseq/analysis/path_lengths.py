@@ -33,7 +33,7 @@ import sys
 
 import torch
 
-from tree_fairseq.cli import argtypes
+from tree_fairseq.cli import ArgumentParser, argtypes
 from tree_fairseq.cli.compare import length_groups, parse_bounds, source_lines
 from tree_fairseq.trees import dictionary_subword_format
 
@@ -155,7 +155,7 @@ def markdown(rows: list[dict], steps: int) -> str:
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m tree_fairseq.analysis.path_lengths",
         description="LCRS path lengths (what tree positional encodings read) of a data-bin's source trees, "
         "grouped by the words of each sentence's source line.")

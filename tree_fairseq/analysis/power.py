@@ -27,7 +27,7 @@ import json
 import math
 import sys
 
-from tree_fairseq.cli import argtypes
+from tree_fairseq.cli import ArgumentParser, argtypes
 
 
 def detectable_difference(sd: float, seeds: int, alpha: float = 0.05, power: float = 0.8) -> float:
@@ -61,7 +61,7 @@ def system_spread(comparison: dict, system: str, metric: str) -> tuple[float, in
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m tree_fairseq.analysis.power",
         description="The smallest difference of two systems' means that k seeds each detect, from the "
         "run-to-run sd of a system in a tree-fairseq-compare JSON (two-sample t, both systems with that sd).")

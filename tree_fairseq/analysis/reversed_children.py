@@ -24,11 +24,11 @@ second to finish is refused. The command line is ``scripts/reverse_children.py``
 ``python -m tree_fairseq.analysis.reversed_children``.
 """
 
-import argparse
 import os
 import sys
 import tempfile
 
+from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.cli.files import check_output, current_umask
 from tree_fairseq.cli.termination import removed_on_sigterm
 from tree_fairseq.trees import SUBWORD_FORMATS, RawTree, TreeError, group_pieces, read_bracketed
@@ -173,7 +173,7 @@ def reverse_files(trees: str, text: str, out_trees: str, out_text: str, subword_
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.split("\n\n")[0].replace("\n", " "),
         epilog="example: python scripts/reverse_children.py --trees bpe/test.tree.en --text bpe/test.en "
                "--out-trees reversed/test.tree.en --out-text reversed/test.en")

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tree_fairseq.cli import argtypes
+from tree_fairseq.cli import ArgumentParser, argtypes
 from tree_fairseq.cli.patience import FRESH_START, read_log
 
 # What fairseq's trainer logs when a sitting resumes from a checkpoint.
@@ -145,7 +145,7 @@ def compute(intervals: list[Interval], batches: list[list[list[int]]], target_si
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description="Check that a tree task with --batch-tokens text builds fairseq's translation task's training "
                     "batches on DATA-BIN (the same sentence ids, in the same order, every epoch) and, with --log, "
                     "that a run's train_inner lines (wpb, bsz) are those batches' means. Reads the data-bin and "

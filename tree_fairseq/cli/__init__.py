@@ -1,6 +1,7 @@
 """Console scripts; they only parse arguments and call into the package."""
 
 import argparse
+import shlex
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -23,3 +24,32 @@ def overriding(defaults: list[str], given: list[str]) -> list[str]:
         if option not in named:
             kept += [option, value]
     return [*kept, *given]
+
+
+class _StoreOnce(argparse._StoreAction):
+    """argparse's "store", refusing an option met a second time in one command line."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if self.option_strings:
+            given = parser.__dict__.setdefault("_given", {})
+            said = shlex.join([option_string, *map(str, values if isinstance(values, list) else [values])])
+            if self.dest in given:
+                parser.error(f"argument {option_string}: given twice ({given[self.dest]}, then {said}): give it once")
+            given[self.dest] = said
+        super().__call__(parser, namespace, values, option_string)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, but an option that takes one value (or one list) is refused when given
+    twice, naming both: argparse keeps the last silently, so ``--gold A --gold B`` read B and a
+    repeated ``--out`` wrote where the earlier words did not say. Options meant to be repeated use
+    ``action="append"``; flags (store_true) may repeat. Subcommands' parsers are of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = {}
+        return super().parse_known_args(args, namespace)

@@ -20,12 +20,13 @@ import os
 import re
 import sys
 
+from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.cli.argtypes import positive_int
 from tree_fairseq.cli.files import check_output, replacing
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="tree-fairseq-average-checkpoints",
         description="Average the parameters of fairseq checkpoints: given files, or the last N epoch "
         "(checkpointN.pt) or update (checkpoint_E_U.pt) checkpoints of a directory. Writes one checkpoint.")

@@ -61,7 +61,7 @@ import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from tree_fairseq.cli import argtypes
+from tree_fairseq.cli import ArgumentParser, argtypes
 from tree_fairseq.cli.files import check_output, read_lines, replacing, same_file, write_json
 from tree_fairseq.trees.subwords import subword_marks
 
@@ -83,7 +83,7 @@ reads DIR/ref.LANG and DIR/RUN.hyp.LANG (detokenised, one line per test sentence
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="tree-fairseq-compare",
         description="Compare systems over their training seeds, from published outputs.\n\n"
         "Per run: sacreBLEU BLEU, its brevity penalty and chrF. Per system: mean and sd over its runs.\n"

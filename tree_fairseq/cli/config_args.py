@@ -18,11 +18,12 @@ The ``hydra`` group only concerns fairseq-hydra-train and is skipped. A group or
 not know is refused, with the closest known key (``--check`` only checks, for fairseq-hydra-train).
 """
 
-import argparse
 import difflib
 import sys
 
 import yaml
+
+from tree_fairseq.cli import ArgumentParser
 
 NAME_FLAGS = {"model": "--arch", "lr_scheduler": "--lr-scheduler"}
 SKIPPED_GROUPS = {"hydra"}
@@ -205,8 +206,8 @@ def config_to_args(config: dict, defaults: dict[tuple[str, str], object] | None 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="tree-fairseq-config-args", description="Print the fairseq-train flags of a configs/*.yaml file, "
-                                     "one per line.")
+    parser = ArgumentParser(prog="tree-fairseq-config-args",
+                            description="Print the fairseq-train flags of a configs/*.yaml file, one per line.")
     parser.add_argument("config", help="a YAML config (fairseq-hydra-train's layout)")
     parser.add_argument("overrides", nargs="*", help="GROUP.KEY=VALUE, as on fairseq-hydra-train's command line")
     parser.add_argument("--null", action="store_true", help="separate the arguments with NUL instead of newlines")

@@ -80,7 +80,7 @@ import traceback
 
 from tqdm import tqdm
 
-from tree_fairseq.cli import argtypes
+from tree_fairseq.cli import ArgumentParser, argtypes
 from tree_fairseq.cli.files import leads_to_a_device, same_file, write_json, write_text
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.parsing import ON_FAILURE, PARSERS, check_parser_options, make_parser
@@ -97,7 +97,7 @@ _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="tree-fairseq-parse",
         description="Write one bracketed source tree per line of tokenised text "
         "(the {pref}.tree.{src} file that tree-fairseq-preprocess reads).",

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tree_fairseq.cli import argtypes
+from tree_fairseq.cli import ArgumentParser, argtypes
 from tree_fairseq.cli.files import check_output, read_lines, same_file, write_json, write_lines
 from tree_fairseq.trees.subwords import SUBWORD_MARKS, dictionary_subword_format, remove_subwords, spelling
 
@@ -72,7 +72,7 @@ _COMPOUND = re.compile(r"(\S)-(\S)")
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="tree-fairseq-score",
         description="BLEU (sacreBLEU on detokenised text, tokenised BLEU, compound-split BLEU) and "
         "ROUGE-1/2/L of fairseq-generate output or of a hypothesis file against a reference file.")
