@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tree_fairseq.cli import argtypes
 from tree_fairseq.cli import parse as parse_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,14 +111,18 @@ def test_workers_start_at_once_but_stanzas_after_the_first(monkeypatch, parser, 
     assert log.count("start") == (2 if parser != "stanza" else 1)
 
 
-@pytest.mark.parametrize("workers", ["0", "-2", "two"])
-def test_workers_is_a_positive_whole_number(tmp_path, capsys, workers):
+@pytest.mark.parametrize("workers", ["0", "-2", "two", str(4 * argtypes.processors() + 1), "99999999999999999999"])
+def test_workers_is_a_whole_number_up_to_four_per_processor(tmp_path, capsys, workers):
+    """--workers of 20 digits started a process per chunk, each with its own model, until memory ran
+    out: at most 4 per processor, as data-prep and tree-fairseq-preprocess take it."""
     (tmp_path / "text").write_text("a b\n", encoding="utf-8")
     with pytest.raises(SystemExit):
         _parse(tmp_path, "--parser", "balanced", "--workers", workers)
     error = capsys.readouterr().err.splitlines()[-1]
+    most = 4 * argtypes.processors()
     assert error == ("tree-fairseq-parse: error: argument --workers: "
-                     + f"'{workers}': a whole number, 1 or more")
+                     + f"'{workers}': a whole number from 1 to {most} (4 per processor of this machine: more "
+                     "processes only take memory)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["text"]
 
 

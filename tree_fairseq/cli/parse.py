@@ -161,9 +161,10 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cpu", action="store_true", help="run stanza on the CPU even with a GPU")
     parser.add_argument("--chunk-size", type=argtypes.positive_int, default=2000,
                         help="lines per resumable chunk (default 2000)")
-    parser.add_argument("--workers", type=argtypes.positive_int, default=1,
-                        help="processes parsing chunks at once (default 1), each on one thread with its own "
-                        "copy of the parser's model (its memory once per worker); the output is the same "
+    parser.add_argument("--workers", type=argtypes.workers, default=1,
+                        help="processes parsing chunks at once (default 1; at most 4 per processor), each on "
+                        "one thread with its own copy of the parser's model (its memory once per worker); "
+                        "the output is the same "
                         "whatever the number, and a resumed run reuses the chunks of one with another. Not "
                         "with stanza on a GPU (--cpu parses on the CPU)")
     parser.add_argument("--on-failure", choices=ON_FAILURE, default="error",
