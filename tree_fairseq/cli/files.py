@@ -40,14 +40,22 @@ def current_umask() -> int:
     return mask
 
 
+def resolved_output(path):
+    """The file an output ``path`` writes: the file a link leads to (replacing the link itself by
+    a file would leave the file it names as it was), but never one a device link resolves to
+    (stdout's), and ``path`` itself otherwise."""
+    if os.path.islink(path) and not leads_to_a_device(path):
+        return os.path.realpath(path)
+    return path
+
+
 @contextmanager
 def replacing(path, locked: bool = False) -> Iterator[str]:
     """A path beside ``path`` for the body to write; renamed onto ``path`` when the body ends
     without an exception, removed otherwise. With ``locked`` the caller holds the output's lock (no
     other run writes there) and the partial file is ``PATH.tmp``: a name the next run can find and
     remove when a run was killed outright. A link is followed: the file it leads to is replaced."""
-    if os.path.islink(path) and not leads_to_a_device(path):  # never a file a device link resolves to (stdout's)
-        path = os.path.realpath(path)
+    path = resolved_output(path)
     if locked:
         partial = os.fspath(path) + ".tmp"
     else:

@@ -81,7 +81,7 @@ import traceback
 from tqdm import tqdm
 
 from tree_fairseq.cli import ArgumentParser, argtypes
-from tree_fairseq.cli.files import leads_to_a_device, same_file, write_json, write_text
+from tree_fairseq.cli.files import leads_to_a_device, resolved_output, same_file, write_json, write_text
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.parsing import ON_FAILURE, PARSERS, check_parser_options, make_parser
 from tree_fairseq.parsing.record import describe_parser, file_digest, parse_record, read_record, record_path
@@ -242,12 +242,11 @@ def _check_output(args: argparse.Namespace) -> None:
 
 def _follow_links(args: argparse.Namespace) -> None:
     """An --output or --heads that is a link (found not to lead to a device) stands for the file it
-    leads to, which is written, its record beside it: the rename of OUTPUT.tmp onto the link would
-    replace the link by a file and leave the file it names as it was."""
+    leads to (:func:`resolved_output`), which is written, its record beside it."""
     for name in ("output", "heads"):
         path = getattr(args, name)
-        if path is not None and os.path.islink(path):
-            setattr(args, name, os.path.realpath(path))
+        if path is not None:
+            setattr(args, name, resolved_output(path))
 
 
 def _check_inputs_not_written(args: argparse.Namespace, inputs: list[tuple[str, str]]) -> None:
