@@ -185,8 +185,10 @@ def run_one(data: Path, work: Path, name: str, seed: int, updates: int, max_len:
     if train.returncode:
         raise RuntimeError(f"{name} seed {seed}: fairseq-train failed (see {run_dir / 'train.log'})")
     done = re.findall(r"num_updates[= ](\d+)", log_text)
+    if not done:  # the count was --updates' whether or not the run got there (a time budget has none)
+        raise RuntimeError(f"{name} seed {seed}: {run_dir / 'train.log'} records no update count (num_updates)")
     result = {"run": name, "seed": seed, "budget": budget(updates, minutes), "max_update": None if minutes else updates,
-              "updates": int(done[-1]) if done else updates, "train_seconds": round(time.time() - start),
+              "updates": int(done[-1]), "train_seconds": round(time.time() - start),
               **translate(data, name, run_dir / "checkpoint_last.pt", max_len)}
     if curve_every:
         result["curve"] = {}

@@ -200,3 +200,17 @@ def test_the_table_is_written(tmp_path, capsys):
     text = (tmp_path / "table.md").read_text()
     assert text.endswith("\n") and text[:-1] in capsys.readouterr().out
     assert "| transformer/text | translation | 1/1 | 5 | 50.0 | 40.0 |" in text
+
+
+def test_a_run_whose_log_counts_no_update_fails_instead_of_reporting_the_budget(tmp_path, monkeypatch):
+    """A log without num_updates was reported as --updates' count (800 under a time budget, which
+    has no update count): the run now fails naming its log."""
+    benchmark = load_benchmark()
+
+    def quiet_train(command, stdout, **kwargs):
+        stdout.write("training began, and said nothing of its updates\n")
+        return benchmark.subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(benchmark.subprocess, "run", quiet_train)
+    with pytest.raises(RuntimeError, match=r"transformer/text seed 1: .*train.log records no update count"):
+        benchmark.run_one(tmp_path / "data", tmp_path / "work", "transformer/text", 1, 800, 64, 0, minutes=1)
