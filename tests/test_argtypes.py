@@ -147,10 +147,13 @@ def test_a_wrapper_replaces_a_default_option_instead_of_giving_it_twice():
     assert overriding(defaults, ["--updates", "2", "--embed-dim", "32"]) == [
         "--threads", "1", "--lengths", "16,256", "--updates", "2", "--embed-dim", "32"]
     assert overriding(defaults, ["--lengths=8"]) == ["--threads", "1", "--updates", "10", "--lengths=8"]
+    assert overriding(defaults, ["--upd", "3"]) == ["--threads", "1", "--lengths", "16,256", "--upd", "3"]
+    assert overriding(defaults, ["--", "x"]) == [*defaults, "--", "x"]
     assert overriding(defaults, []) == defaults
     parser = ArgumentParser(prog="x")
     for option in ("--threads", "--updates", "--lengths"):
         parser.add_argument(option)
     assert parser.parse_args(overriding(defaults, ["--updates", "2"])).updates == "2"
+    assert parser.parse_args(overriding(defaults, ["--upd", "4"])).updates == "4"
     with pytest.raises(ValueError):
         overriding(["--threads", "1", "--cpu"], [])  # defaults are pairs

@@ -16,12 +16,12 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def overriding(defaults: list[str], given: list[str]) -> list[str]:
     """A command line of ``defaults`` (option and value pairs) and ``given``, where an option of
-    ``given`` (``--opt VALUE`` or ``--opt=VALUE``) replaces the default's pair instead of following
-    it: the command lines refuse an option given twice."""
-    named = {word.split("=", 1)[0] for word in given if word.startswith("--")}
+    ``given`` (``--opt VALUE``, ``--opt=VALUE``, or argparse's abbreviation of it) replaces the
+    default's pair instead of following it: the command lines refuse an option given twice."""
+    named = [word.split("=", 1)[0] for word in given if word.startswith("--") and len(word) > 2]
     kept = []
     for option, value in zip(defaults[::2], defaults[1::2], strict=True):
-        if option not in named:
+        if not any(option.startswith(name) for name in named):
             kept += [option, value]
     return [*kept, *given]
 
