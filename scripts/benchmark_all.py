@@ -42,9 +42,8 @@ import sys
 import time
 from pathlib import Path
 
-from tree_fairseq.cli import ArgumentParser
 from tree_fairseq.analysis.benchmark_table import FAMILIES, load_runs, table
-from tree_fairseq.cli import overriding
+from tree_fairseq.cli import ArgumentParser, overriding
 from tree_fairseq.cli.argtypes import positive_int
 from tree_fairseq.cli.files import write_json
 
