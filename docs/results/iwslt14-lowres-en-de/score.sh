@@ -55,6 +55,7 @@ sacrebleu ref.de -i tree_composition_transformer.spacy.seed2.hyp.de -m bleu chrf
 sacrebleu ref.de -i tree_composition_transformer.balanced.seed2.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i constituent_transformer.seed2.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i tree_composition_transformer.spacy.seed3.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_pe_transformer.balanced.seed2.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -107,6 +108,7 @@ sacrebleu ref.de -i transformer.hyp.de tree_composition_transformer.spacy.seed2.
 sacrebleu ref.de -i transformer.hyp.de tree_composition_transformer.balanced.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de constituent_transformer.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_composition_transformer.spacy.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_pe_transformer.balanced.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
