@@ -60,6 +60,11 @@ def test_plus_overrides_are_checked_and_taken_in_both_modes(tmp_path, capsys):
         "tree-fairseq-config-args: error: override '+model.dropout=0.2': the config sets model.dropout already, and "
         "+ only adds a key: write model.dropout=0.2, or ++model.dropout=0.2")
     config_args.main(["--check", path, "++model.attention_dropout=0.25", "+criterion.report_accuracy=true"])
+    # a key overridden twice: hydra keeps the last silently (common.seed=1 common.seed=2 trained seed 2)
+    for first, second in (("common.seed=1", "common.seed=2"), ("model.dropout=0.1", "++model.dropout=0.2")):
+        key = first.split("=")[0]
+        assert refused(first, second) == (f"tree-fairseq-config-args: error: override {second!r}: {key} is given "
+                                          f"twice ({first!r}, then {second!r}): give it once")
 
 
 @pytest.mark.parametrize("text,refusal", [

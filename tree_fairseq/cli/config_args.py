@@ -32,17 +32,22 @@ MISSING = "???"
 
 def load_config(path: str, overrides: list[str] = ()) -> dict:
     """The config at ``path`` with ``overrides`` applied. ValueError naming ``path`` unless it is a mapping of
-    groups, each a mapping of keys (:func:`check_layout`)."""
+    groups, each a mapping of keys (:func:`check_layout`), and naming both for a key overridden twice."""
     with open(path, encoding="utf-8") as f:
         config = yaml.safe_load(f)
     config = {} if config is None else config
     check_layout(config, path)
+    given = {}
     for override in overrides:
         key, sep, value = override.partition("=")
         plus = len(key) - len(key.lstrip("+"))
         key = key[plus:]
         if not sep or "." not in key or plus > 2:
             raise ValueError(f"override {override!r} is not GROUP.KEY=VALUE (or +GROUP.KEY=VALUE, ++GROUP.KEY=VALUE)")
+        if key in given:  # hydra and this reading would keep the last silently
+            raise ValueError(f"override {override!r}: {key} is given twice ({given[key]!r}, then {override!r}): "
+                             "give it once")
+        given[key] = override
         group, name = key.split(".", 1)
         if plus == 1 and name in (config.get(group) or {}):
             raise ValueError(f"override {override!r}: the config sets {key} already, and + only adds a key: write "
