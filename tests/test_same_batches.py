@@ -125,6 +125,12 @@ def test_a_missing_log_or_data_bin_is_named(tiny_databin, tmp_path):
         assert result.returncode == 2 and f"argument {flag}: '-3': a whole number, 1 or more" in result.stderr
 
 
+def check_log(databin, log) -> int:
+    """check_same_batches on ``log`` against the tiny data-bin's batches, in process."""
+    return main([str(databin), "-s", "de", "-t", "en", "--seed", str(SEED), "--max-tokens", str(MAX_TOKENS),
+                 "--log", str(log)])
+
+
 def test_a_log_cut_inside_its_last_line_is_read_without_it(tiny_databin, tmp_path, capsys):
     """A log read while its run writes it, or copied from a run stopped mid-line, ends inside a line:
     that line (here cut inside ``num_updates=30``) is left out, with a note naming it, not read as
@@ -141,8 +147,7 @@ def test_a_log_cut_inside_its_last_line_is_read_without_it(tiny_databin, tmp_pat
     log = tmp_path / "train.log"
     text = "".join(lines)
     log.write_text(text[:text.rindex("num_updates=") + len("num_updates=3")])
-    assert main([str(tiny_databin), "-s", "de", "-t", "en", "--seed", str(SEED), "--max-tokens", str(MAX_TOKENS),
-                 "--log", str(log)]) == 0
+    assert check_log(tiny_databin, log) == 0
     out = capsys.readouterr().out
     assert "nan" not in out
     assert (f"{log}: line 3 is cut short (it ends without a newline: the log was read or copied while its run wrote "
@@ -151,8 +156,7 @@ def test_a_log_cut_inside_its_last_line_is_read_without_it(tiny_databin, tmp_pat
     # a train_inner line that does not go past the updates before it is refused, naming it
     log.write_text(lines[0] + lines[1].replace("num_updates=20", "num_updates=2"))
     with pytest.raises(SystemExit) as exited:
-        main([str(tiny_databin), "-s", "de", "-t", "en", "--seed", str(SEED), "--max-tokens", str(MAX_TOKENS),
-              "--log", str(log)])
+        check_log(tiny_databin, log)
     assert str(exited.value.code) == (
         f"{log}: line 2: a train_inner line at update 2, not after update 10 of the line before it: the line is "
         "damaged, or lines of the log are missing")
@@ -172,8 +176,7 @@ def test_a_damaged_train_inner_line_is_refused_naming_it(tiny_databin, tmp_path,
     log = tmp_path / "train.log"
     log.write_text(f"{INNER.format(10)}\n{INNER.format(20)}\n{damaged}\n", encoding="utf-8")
     with pytest.raises(SystemExit) as exited:
-        main([str(tiny_databin), "-s", "de", "-t", "en", "--seed", str(SEED), "--max-tokens", str(MAX_TOKENS),
-              "--log", str(log)])
+        check_log(tiny_databin, log)
     assert str(exited.value.code) == (
         f"{log}: line 3: a train_inner line whose epoch, wpb, bsz and num_updates cannot be read (each once, a "
         "number; the epoch and num_updates whole): the line is damaged")
