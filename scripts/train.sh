@@ -10,7 +10,8 @@
 # modes (optimization.max_update=1000, model.dropout=0.2); with --hydra, hydra refuses a key that
 # the YAML's model, task, criterion, ... do not set: write it ++GROUP.KEY=VALUE (hydra's
 # add-or-override; +GROUP.KEY=VALUE adds a key the YAML lacks). Every override, in both modes, is
-# checked as a key fairseq knows. Further --flags go to fairseq-train (not with --hydra). DATA-BIN,
+# checked as a key fairseq knows; a key or a --flag given twice is refused (fairseq and hydra would keep
+# the last). Further --flags go to fairseq-train (not with --hydra). DATA-BIN,
 # SAVE-DIR and the plugin are the script's to give: checkpoint.save_dir, --save-dir, task.data,
 # common.user_dir and --user-dir are refused (they would win, and train past every check). An
 # interrupted run continues from SAVE-DIR/checkpoint_last.pt, as fairseq does,
@@ -64,6 +65,16 @@ for arg in "${OVERRIDES[@]}" "${FLAGS[@]}"; do
         common.user_dir=*|--user-dir|--user-dir=*) why="train.sh loads the plugin of $ROOT/tree_fairseq" ;;
     esac
     [[ -z $why ]] || { echo "train.sh: error: $arg: $why, not an override" >&2; exit 2; }
+done
+# A fairseq-train flag given twice: fairseq keeps the last silently (--seed 1 ... --seed 2 trained seed 2).
+# (A flag after the config's is how a flag replaces the config's value; an override given twice is refused
+# by the config's reading.)
+declare -A GIVEN=()
+for arg in "${FLAGS[@]}"; do
+    [[ $arg == --?* ]] || continue
+    name=${arg%%=*}
+    [[ -z ${GIVEN[$name]:-} ]] || { echo "train.sh: error: $name is given twice: give it once" >&2; exit 2; }
+    GIVEN[$name]=1
 done
 USER_DIR=$ROOT/tree_fairseq
 mkdir -p "$SAVE_DIR"

@@ -218,6 +218,22 @@ def test_train_sh_refuses_options_that_would_replace_its_own(tmp_path, hydra):
     assert fake_calls(calls) == [] and not save_dir.exists() and not other.exists()
 
 
+def test_train_sh_refuses_a_flag_or_an_override_given_twice(tmp_path):
+    """fairseq-train and hydra keep the last of a repeated flag or override silently: --seed 1 ... --seed 2
+    trained seed 2. A flag after the config's own still replaces its value (that is how flags override it)."""
+    env, calls = fake_fairseq(tmp_path)
+    save_dir = tmp_path / "ck"
+    train = ["bash", ROOT / "scripts" / "train.sh"]
+    twice = "common.seed is given twice ('common.seed=1', then"
+    for hydra, extra, said in (((), ["--seed", "1", "--max-epoch", "2", "--seed=2"], "train.sh: error: --seed is given "
+                                 "twice: give it once"),
+                               ((), ["common.seed=1", "common.seed=2"], twice),
+                               (("--hydra",), ["common.seed=1", "++common.seed=2"], twice)):
+        result = run([*train, *hydra, "quickstart_tree_transformer", tmp_path / "data", save_dir, *extra], env=env)
+        assert result.returncode != 0 and said in result.stderr, (extra, result.stderr[-2000:])
+    assert fake_calls(calls) == []
+
+
 def test_train_sh_takes_keys_with_digits_as_overrides(tmp_path):
     # common.fp16=true did not match the override pattern (no digits): fairseq-train was given it as a
     # positional word, and --hydra refused it ("give GROUP.KEY=VALUE, not common.fp16=true")
