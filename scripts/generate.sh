@@ -14,7 +14,7 @@
 # data-bin without it is scored only when no T- line holds <unk> (see tree-fairseq-score --help).
 # Flags after OUT-DIR go to fairseq-generate and win over these defaults (e.g. --beam 4
 # --lenpen 0.6 for WMT), except --gen-subset and --results-path (refused: give --subset and OUT-DIR,
-# which the score is taken of). Metrics: sacrebleu,
+# which the score is taken of), and each given once (a second is refused). Metrics: sacrebleu,
 # tokbleu, compound (WMT en-de), rouge (Gigaword); see tree-fairseq-score --help. --lang is the
 # detokenizer's language (default: the data-bin's target language). Every sentence of the split
 # must have been translated: when fairseq-generate skipped some (e.g. --skip-invalid-size-inputs-valid-test
@@ -61,6 +61,15 @@ for arg in "$@"; do
     esac
     echo "generate.sh: error: $arg: $why, not as a fairseq-generate flag" >&2
     exit 2
+done
+# A flag given twice: fairseq-generate keeps the last silently (--beam 4 ... --beam 6 searched with 6). One
+# after this script's own (--beam 4) replaces its value, as it is meant to.
+declare -A GIVEN=()
+for arg in "$@"; do
+    [[ $arg == --?* ]] || continue
+    name=${arg%%=*}
+    [[ -z ${GIVEN[$name]:-} ]] || { echo "generate.sh: error: $name is given twice: give it once" >&2; exit 2; }
+    GIVEN[$name]=1
 done
 [[ -d $DATA ]] || { echo "generate.sh: error: no data-bin $DATA" >&2; exit 2; }
 check_data_bin generate.sh "$DATA"

@@ -344,6 +344,10 @@ def test_generate_sh_refuses_a_split_or_output_folder_given_to_fairseq_generate(
         assert result.returncode == 2, result.stderr[-2000:]
         arg = next(str(flag) for flag in flags if str(flag).startswith("--") and str(flag) != "--beam")
         assert result.stderr.strip() == f"generate.sh: error: {arg}: {why}, not as a fairseq-generate flag"
+    # a flag given twice: fairseq-generate kept the last (--beam 4 ... --beam=6 searched with 6)
+    result = run(["bash", ROOT / "scripts" / "generate.sh", tmp_path / "data", tmp_path / "checkpoint_last.pt",
+                  tmp_path / "out", "--beam", "4", "--lenpen", "1", "--beam=6"], env=env)
+    assert result.returncode == 2 and result.stderr.strip() == "generate.sh: error: --beam is given twice: give it once"
     assert fake_calls(calls) == [] and not (tmp_path / "out").exists()
 
 
