@@ -57,6 +57,7 @@ twice=$(printf '%s\n' "${ARCHS[@]}" | sort | uniq -d | head -1)
 if [[ -n $twice ]]; then
     echo "compare_bleu.sh: error: $twice is named more than once (one OUT-DIR/ARCH each)" >&2; exit 2
 fi
+check_flags_once compare_bleu.sh "${EXTRA[@]}"  # fairseq-train would keep the last of a flag given twice
 USER_DIR=$ROOT/tree_fairseq
 
 # The task of each architecture: tree_translation for the models whose encoder reads trees,

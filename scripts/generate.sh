@@ -64,13 +64,7 @@ for arg in "$@"; do
 done
 # A flag given twice: fairseq-generate keeps the last silently (--beam 4 ... --beam 6 searched with 6). One
 # after this script's own (--beam 4) replaces its value, as it is meant to.
-declare -A GIVEN=()
-for arg in "$@"; do
-    [[ $arg == --?* ]] || continue
-    name=${arg%%=*}
-    [[ -z ${GIVEN[$name]:-} ]] || { echo "generate.sh: error: $name is given twice: give it once" >&2; exit 2; }
-    GIVEN[$name]=1
-done
+check_flags_once generate.sh "$@"
 [[ -d $DATA ]] || { echo "generate.sh: error: no data-bin $DATA" >&2; exit 2; }
 check_data_bin generate.sh "$DATA"
 [[ -f $CHECKPOINT ]] || { echo "generate.sh: error: no checkpoint $CHECKPOINT" >&2; exit 2; }

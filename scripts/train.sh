@@ -69,13 +69,7 @@ done
 # A fairseq-train flag given twice: fairseq keeps the last silently (--seed 1 ... --seed 2 trained seed 2).
 # (A flag after the config's is how a flag replaces the config's value; an override given twice is refused
 # by the config's reading.)
-declare -A GIVEN=()
-for arg in "${FLAGS[@]}"; do
-    [[ $arg == --?* ]] || continue
-    name=${arg%%=*}
-    [[ -z ${GIVEN[$name]:-} ]] || { echo "train.sh: error: $name is given twice: give it once" >&2; exit 2; }
-    GIVEN[$name]=1
-done
+check_flags_once train.sh "${FLAGS[@]}"
 USER_DIR=$ROOT/tree_fairseq
 mkdir -p "$SAVE_DIR"
 LOG=$SAVE_DIR/train.log

@@ -956,7 +956,11 @@ def test_compare_bleu_refuses_numbers_that_never_end(tmp_path):
     for argv, message in ((["--jobs", "0", tmp_path / "data", tmp_path / "out", "5", "transformer"], "--jobs must be 1"),
                           ([tmp_path / "data", tmp_path / "out", "0", "transformer"], "UPDATES must be 1 or more"),
                           ([tmp_path / "data", tmp_path / "out", "5", "transformer", "transformer"],
-                           "transformer is named more than once")):
+                           "transformer is named more than once"),
+                          # a fairseq-train flag given twice after --: fairseq-train kept the last
+                          ([tmp_path / "data", tmp_path / "out", "5", "transformer", "--", "--lr", "0.001",
+                            "--dropout", "0.2", "--lr=0.01"], "compare_bleu.sh: error: --lr is given twice: give it "
+                           "once")):
         result = subprocess.run(["bash", str(compare), *map(str, argv)], capture_output=True, text=True, timeout=60,
                                 env={**os.environ, **env})
         assert result.returncode == 2 and message in result.stderr, argv
