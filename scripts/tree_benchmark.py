@@ -14,6 +14,10 @@ Runs (``--runs``; all by default, ``--list`` prints them):
     tree_composition_transformer/{gold,balanced}/--composition-leaves/contextual/--encoder-layers/2/--node-labels
     constituent_transformer/text, treeformer/text, transformer/text   translation, text alone
 
+A run's ``/--flag[/value]`` parts go to fairseq-train after the model's settings below, which they
+replace; the budget, seed, folders and logging are the script's (refused in a run's name), and a run
+gives each flag once.
+
 Every model: 64 / ffn 128 / 4 heads, 2 + 2 layers (the composition model: no encoder layers, its
 paper's model composes the word embeddings), shared decoder input/output embeddings, no
 dropout, Adam (0.9, 0.98), lr 5e-3, inverse sqrt with 100 warmup updates, cross-entropy, batches
@@ -87,11 +91,26 @@ OPTIM_FLAGS = [
 ]
 
 
+# The flags train_flags gives after a run's own, which fairseq-train would take over the run's silently.
+OWN_FLAGS = ("--user-dir", "--task", "--arch", "--max-update", "--stop-time-hours", "--seed", "--save-dir",
+             "--no-epoch-checkpoints", "--no-save-optimizer-state", "--disable-validation", "--log-format",
+             "--log-interval", "--cpu", "--num-workers", "--save-interval-updates", "--keep-interval-updates")
+
+
 def run_spec(name: str):
-    """``(arch, task, data-bin kind, extra flags)`` of a run name ``family/kind[/--flag]``."""
+    """``(arch, task, data-bin kind, extra flags)`` of a run name ``family/kind[/--flag]``; a run's
+    flag replaces the model's and optimiser's defaults, but not the script's own (``OWN_FLAGS``)
+    and not another of the run's."""
     family, kind, *flags = name.split("/")
     if family not in ARCHS:
         raise ValueError(f"unknown model family in run {name!r}; one of {sorted(ARCHS)}")
+    named = [flag.split("=", 1)[0] for flag in flags if flag.startswith("--")]
+    for flag in named:
+        if flag in OWN_FLAGS:
+            raise ValueError(f"run {name!r}: {flag} is the script's own (set by --updates, --minutes, --seeds, "
+                             "--work or --curve-every), not a run's flag")
+        if named.count(flag) > 1:
+            raise ValueError(f"run {name!r}: {flag} is given twice: give it once")
     task = "translation" if kind == "text" else "tree_translation"
     return ARCHS[family], task, kind, flags
 

@@ -93,6 +93,24 @@ def test_a_data_seed_other_than_works_is_refused(tmp_path, capsys):
     assert not (work / "runs").exists()
 
 
+@pytest.mark.parametrize("run, said", [
+    ("transformer/text/--max-update/5", "run 'transformer/text/--max-update/5': --max-update is the script's own"),
+    ("transformer/text/--seed=3", "--seed is the script's own (set by --updates, --minutes, --seeds"),
+    ("transformer/text/--lr/1e-3/--lr/5e-3", "run 'transformer/text/--lr/1e-3/--lr/5e-3': --lr is given twice"),
+])
+def test_a_runs_flag_that_fairseq_would_override_is_refused(tmp_path, run, said, capsys):
+    """The script's own --max-update, --seed, ... follow a run's flags and won silently in
+    fairseq-train (transformer/text/--max-update/5 trained --updates' count), as did the second of
+    a flag the run gives twice. A run's flag still replaces a model default (--encoder-layers)."""
+    with pytest.raises(SystemExit) as exit_info:
+        load_benchmark().main(["--work", str(tmp_path / "work"), "--runs", run])
+    assert exit_info.value.code == 2 and said in capsys.readouterr().err
+    assert not (tmp_path / "work").exists()
+    flags = load_benchmark().train_flags(tmp_path, "tree_composition_transformer/gold/--encoder-layers/2", 1, 10,
+                                         tmp_path / "save")
+    assert flags[len(flags) - 1 - flags[::-1].index("--encoder-layers") + 1] == "2"  # the last one, which fairseq takes
+
+
 def test_a_failed_run_sets_the_exit_status(tmp_path, capsys):
     # FAILED: was printed, and the command ended with status 0
     work = small_work(tmp_path)
