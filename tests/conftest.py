@@ -12,6 +12,7 @@ import torch
 
 from helpers import SYLLABLES, fairseq_binarize, subprocess_env
 
+from tree_fairseq.cli import overriding
 from tree_fairseq.cli import preprocess as preprocess_cli
 from tree_fairseq.trees import group_pieces, trivial_tree
 from tree_fairseq.trees.parents import control_heads, format_heads
@@ -63,11 +64,12 @@ def _pieces(word: str) -> list[str]:
 
 
 def preprocess(text_dir: Path, destdir: Path, *extra: str) -> Path:
-    preprocess_cli.main([
+    """tree-fairseq-preprocess of TEXT_DIR's splits into DESTDIR; an option of ``extra`` replaces its
+    default here (an option given twice is refused)."""
+    preprocess_cli.main([*overriding([
         "--source-lang", "de", "--target-lang", "en", "--trainpref", str(text_dir / "train"),
         "--validpref", str(text_dir / "valid"), "--testpref", str(text_dir / "test"),
-        "--destdir", str(destdir), "--joined-dictionary", "--workers", "1", *extra,
-    ])
+        "--destdir", str(destdir), "--workers", "1"], list(extra)), "--joined-dictionary"])
     return destdir
 
 

@@ -71,3 +71,13 @@ def test_the_trees_take_no_more_processes_than_chunks(tmp_path, no_processes):
     assert RecordedPool.started == ([min(3, int(workers))] if int(workers) > 1 else [])
     assert no_processes == [int(workers)]
     assert (tmp_path / "bin" / "train.de-en.de.spans.bin").exists()
+
+
+def test_an_option_given_twice_is_refused_naming_both(tiny_corpus, tmp_path, capsys, no_processes):
+    """fairseq's parser kept the last of a repeated option: --destdir A ... --destdir B wrote B."""
+    with pytest.raises(SystemExit) as exit_:
+        preprocess(tiny_corpus, tmp_path / "bin", "--workers", "1", "--trainpref", str(tiny_corpus / "train"),
+                   "--workers", "2")
+    assert exit_.value.code == 2
+    assert "argument --workers: given twice (--workers 1, then --workers 2): give it once" in capsys.readouterr().err
+    assert not (tmp_path / "bin").exists()

@@ -53,3 +53,13 @@ class ArgumentParser(argparse.ArgumentParser):
     def parse_known_args(self, args=None, namespace=None):
         self._given = {}
         return super().parse_known_args(args, namespace)
+
+
+def refusing_repeats(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser``, built elsewhere (fairseq's preprocessing parser), with each option that takes
+    one value refusing a second occurrence as :class:`ArgumentParser`'s do. Call it once the
+    parser has all its options, and parse with it once."""
+    for action in parser._actions:
+        if type(action) is argparse._StoreAction:
+            action.__class__ = _StoreOnce
+    return parser

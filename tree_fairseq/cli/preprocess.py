@@ -67,7 +67,7 @@ from fairseq.tasks import TASK_REGISTRY, FairseqTask
 from fairseq_cli import preprocess as fairseq_preprocess
 from tqdm import tqdm
 
-from tree_fairseq.cli import argtypes
+from tree_fairseq.cli import argtypes, refusing_repeats
 from tree_fairseq.cli.files import write_json
 from tree_fairseq.cli.locking import output_lock
 from tree_fairseq.cli.score import reference_paths
@@ -128,7 +128,7 @@ def get_parser():
                        help="accept trees whose leaves spell the text in other tokens (e.g. 'tag.' for 'tag .') "
                        "and align them character by character, as tree-fairseq-parse --parser bracketed does; "
                        "by default the leaves must be the text's words, PTB escapes aside")
-    return parser
+    return refusing_repeats(parser)  # fairseq's parser kept the last of an option given twice (--destdir)
 
 
 def main(argv=None):
