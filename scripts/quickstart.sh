@@ -28,7 +28,15 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/scripts/usage.sh"
 DIR="" WORK=./quickstart MINUTES="" PARSER=balanced SYNTHETIC=""
+declare -A GIVEN=()
 while (($#)); do
+    case $1 in  # an option or DIR given twice: refused, not the last one kept
+        --work|--minutes|--parser)
+            [[ -z ${GIVEN[$1]:-} ]] || { echo "quickstart.sh: error: $1 is given twice: give it once" >&2; exit 2; }
+            GIVEN[$1]=1 ;;
+        -*) ;;
+        *) [[ -z $DIR ]] || { echo "quickstart.sh: error: DIR is given twice ($DIR, then $1): give one" >&2; exit 2; } ;;
+    esac
     case $1 in
         -h|--help) header_usage; exit 0 ;;
         --work) WORK=${2:?}; shift 2 ;;

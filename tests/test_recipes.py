@@ -158,6 +158,12 @@ def test_script_argument_errors(tmp_path):
     assert not (tmp_path / "out").exists()
     result = run(["bash", ROOT / "scripts" / "quickstart.sh", tmp_path / "absent"])
     assert result.returncode != 0 and "no such directory" in result.stderr
+    # an option or DIR given twice was the last one kept (--work A --work B worked in B)
+    for argv, said in ((["--work", tmp_path / "a", "--minutes", "1", "--work", tmp_path / "b"], "--work is given twice"),
+                       ([tmp_path, tmp_path / "other"], f"DIR is given twice ({tmp_path}, then {tmp_path / 'other'})")):
+        result = run(["bash", ROOT / "scripts" / "quickstart.sh", *argv])
+        assert result.returncode == 2 and result.stderr.startswith(f"quickstart.sh: error: {said}"), result.stderr
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     result = run([BIN / "tree-fairseq-average-checkpoints", "--inputs", tmp_path,
                   "--num-epoch-checkpoints", "2", "--output", tmp_path / "avg.pt"])
     assert result.returncode != 0 and "0 epoch checkpoints found, 2 asked for" in result.stderr
