@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tree_fairseq.cli import ArgumentParser, argtypes, overriding
+from tree_fairseq.cli import ArgumentParser, argtypes, overriding, refusing_repeats
 
 WHOLE = [argtypes.positive_int, argtypes.nonnegative_int]
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,3 +157,17 @@ def test_a_wrapper_replaces_a_default_option_instead_of_giving_it_twice():
     assert parser.parse_args(overriding(defaults, ["--upd", "4"])).updates == "4"
     with pytest.raises(ValueError):
         overriding(["--threads", "1", "--cpu"], [])  # defaults are pairs
+
+
+def test_a_parser_built_elsewhere_refuses_a_repeated_value_and_parses_afresh(capsys):
+    """fairseq's parsers are argparse's own: cli.refusing_repeats gives their "store" options the same
+    refusal (tree-fairseq-preprocess), each parse counting its own command line."""
+    parser = argparse.ArgumentParser(prog="z")
+    parser.add_argument("--destdir")
+    parser.add_argument("--flag", action="store_true")
+    refusing_repeats(parser)
+    assert parser.parse_args(["--destdir", "a", "--flag", "--flag"]).destdir == "a"
+    assert parser.parse_args(["--destdir", "b"]).destdir == "b"  # not "given twice" across two parses
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--destdir", "a", "--destdir=b"])
+    assert "argument --destdir: given twice (--destdir a, then --destdir b): give it once" in capsys.readouterr().err

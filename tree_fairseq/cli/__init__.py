@@ -58,8 +58,15 @@ class ArgumentParser(argparse.ArgumentParser):
 def refusing_repeats(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``parser``, built elsewhere (fairseq's preprocessing parser), with each option that takes
     one value refusing a second occurrence as :class:`ArgumentParser`'s do. Call it once the
-    parser has all its options, and parse with it once."""
+    parser has all its options."""
     for action in parser._actions:
         if type(action) is argparse._StoreAction:
             action.__class__ = _StoreOnce
+    parse = parser.parse_known_args
+
+    def parse_afresh(args=None, namespace=None):  # each command line counts its own options
+        parser._given = {}
+        return parse(args, namespace)
+
+    parser.parse_known_args = parse_afresh
     return parser
