@@ -22,6 +22,7 @@ from helpers import (
     FRENCH, USER_DIR, PARENT_KEYS, TREE_KEYS, check_inference_sources, parse, subprocess_env, train_and_generate,
 )
 
+from tree_fairseq.cli import overriding
 from tree_fairseq.cli import parse as parse_cli
 from tree_fairseq.cli import preprocess as preprocess_cli
 from tree_fairseq.parsing.record import file_digest
@@ -128,12 +129,13 @@ def test_splits_parsed_differently_are_refused_unless_mixed_parsers(corpus, tmp_
 
 
 def _add_test_split(databin: Path, destdir: Path, prefix: Path, *flags: str) -> None:
-    """tree-fairseq-preprocess of one more split (as test) into ``destdir`` with ``databin``'s dictionaries."""
+    """tree-fairseq-preprocess of one more split (as test) into ``destdir`` with ``databin``'s
+    dictionaries; an option of ``flags`` replaces its default here."""
     dictionaries = {"--srcdict": databin / "dict.de.txt", "--tgtdict": databin / "dict.en.txt",
                     "--nodedict": databin / "dict.de.nodes.txt"}
-    preprocess_cli.main(["--source-lang", "de", "--target-lang", "en", "--testpref", str(prefix), "--destdir",
-                         str(destdir), "--workers", "1", *(str(x) for item in dictionaries.items() for x in item),
-                         *flags])
+    preprocess_cli.main(overriding(["--source-lang", "de", "--target-lang", "en", "--testpref", str(prefix),
+                                    "--destdir", str(destdir), "--workers", "1",
+                                    *(str(x) for item in dictionaries.items() for x in item)], list(flags)))
 
 
 def test_a_split_added_to_a_data_bin_keeps_its_records_and_takes_its_dictionaries(databin, corpus, tmp_path):
