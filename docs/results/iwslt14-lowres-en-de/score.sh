@@ -56,6 +56,7 @@ sacrebleu ref.de -i tree_composition_transformer.balanced.seed2.hyp.de -m bleu c
 sacrebleu ref.de -i constituent_transformer.seed2.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i tree_composition_transformer.spacy.seed3.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i tree_pe_transformer.balanced.seed2.hyp.de -m bleu chrf -w 2 --format json
+sacrebleu ref.de -i tree_composition_transformer.balanced.seed3.hyp.de -m bleu chrf -w 2 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
@@ -109,6 +110,7 @@ sacrebleu ref.de -i transformer.hyp.de tree_composition_transformer.balanced.see
 sacrebleu ref.de -i transformer.hyp.de constituent_transformer.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_composition_transformer.spacy.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i transformer.hyp.de tree_pe_transformer.balanced.seed2.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
+sacrebleu ref.de -i transformer.hyp.de tree_composition_transformer.balanced.seed3.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.balanced.hyp.de tree_transformer.spacy.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-balanced.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
 sacrebleu ref.de -i tree_transformer.spacy.hyp.de tree_transformer.spacy.fed-unlabelled.hyp.de -m bleu -w 2 --paired-bs --paired-bs-n 1000 --format json
