@@ -31,7 +31,7 @@ class _StoreOnce(argparse._StoreAction):
 
     def __call__(self, parser, namespace, values, option_string=None):
         if self.option_strings:
-            given = parser.__dict__.setdefault("_given", {})
+            given = parser._given
             said = shlex.join([option_string, *map(str, values if isinstance(values, list) else [values])])
             if self.dest in given:
                 parser.error(f"argument {option_string}: given twice ({given[self.dest]}, then {said}): give it once")
@@ -49,16 +49,14 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.register("action", None, _StoreOnce)
         self.register("action", "store", _StoreOnce)
-
-    def parse_known_args(self, args=None, namespace=None):
-        self._given = {}
-        return super().parse_known_args(args, namespace)
+        refusing_repeats(self)
 
 
 def refusing_repeats(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """``parser``, built elsewhere (fairseq's preprocessing parser), with each option that takes
-    one value refusing a second occurrence as :class:`ArgumentParser`'s do. Call it once the
-    parser has all its options."""
+    """``parser`` with each option that takes one value refusing a second occurrence, each parse
+    counting its own command line: the one place of the rule. :class:`ArgumentParser` calls it when
+    made (its later options are made refusing); a parser built elsewhere (fairseq's preprocessing
+    parser) is given to it once it has all its options."""
     for action in parser._actions:
         if type(action) is argparse._StoreAction:
             action.__class__ = _StoreOnce
